@@ -1,0 +1,45 @@
+/* backend: the entry points each op provides once per backend. MK_OP declares an op's CPU and CUDA
+ * implementations from one parameter list, so that both always share name stem and signature. The CUDA ones exist
+ * only in CUDA builds (MK_HAVE_CUDA); the dispatch layer (kernels/<op>.c) validates arguments before calling. */
+#ifndef MK_BACKEND_H
+#define MK_BACKEND_H
+
+#include "ctx_internal.h"
+#include "letterbox.h"
+#include "threshold.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MK_OP(name, params)                                                                                    \
+    int name##_cpu params;                                                                                     \
+    int name##_cuda params;
+
+MK_OP(mk_letterbox, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, const mk_letterbox_t *lb))
+MK_OP(mk_threshold, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int thresh, int maxval,
+                     mk_thresh_mode_t mode))
+MK_OP(mk_threshold_otsu, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int maxval,
+                          mk_thresh_mode_t mode, int *thresh_out))
+MK_OP(mk_histogram, (mk_ctx_t *ctx, const mk_image_t *src, uint32_t hist[256]))
+
+#undef MK_OP
+
+/* CUDA runtime services for the context and images (kernels/cuda/ctx_cuda.cu). */
+int mk_cuda_probe(char *why, size_t why_len);
+int mk_cuda_ctx_init(mk_ctx_t *ctx);
+void mk_cuda_ctx_fini(mk_ctx_t *ctx);
+int mk_cuda_sync(mk_ctx_t *ctx);
+int mk_cuda_alloc(mk_ctx_t *ctx, size_t bytes, mk_mem_t mem, void **ptr);
+void mk_cuda_free(mk_ctx_t *ctx, void *ptr, mk_mem_t mem);
+/* cudaMemcpy2DAsync with the direction inferred from the pointers (unified addressing). */
+int mk_cuda_copy2d(mk_ctx_t *ctx, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width_bytes,
+                   size_t rows);
+int mk_cuda_memset2d(mk_ctx_t *ctx, void *ptr, size_t pitch, int value, size_t width_bytes, size_t rows);
+int mk_cuda_time_us(mk_ctx_t *ctx, int (*fn)(void *arg), void *arg, double *us);
+int mk_cuda_copy_gbps(mk_ctx_t *ctx, size_t bytes, int reps, double *gbps);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,38 @@
+/* ctx_internal: the context's private layout and scratch pool, shared by the dispatch layer and the backends. */
+#ifndef MK_CTX_INTERNAL_H
+#define MK_CTX_INTERNAL_H
+
+#include "ctx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Scratch slots: each op that keeps device state between calls owns one. */
+typedef enum {
+    MK_SCRATCH_OTSU = 0, /* histogram, block counter and chosen threshold of the CUDA Otsu */
+    MK_SCRATCH_COUNT
+} mk_scratch_slot_t;
+
+struct mk_ctx {
+    mk_backend_t backend;
+    int device;          /* CUDA device ordinal */
+    void *stream;        /* cudaStream_t */
+    int sm_count;
+    char device_name[160];
+    struct {
+        void *ptr;
+        size_t bytes;
+        int dirty;       /* contents unknown after a failed launch: zero again before use */
+    } scratch[MK_SCRATCH_COUNT];
+};
+
+/* The slot's buffer of at least `bytes` in the context's memory. It is zero-filled when it is (re)allocated or
+ * was marked dirty; `fresh` (may be NULL) then says so. Otherwise it holds what the last user left. */
+int mk_ctx_scratch(mk_ctx_t *ctx, mk_scratch_slot_t slot, size_t bytes, void **ptr, int *fresh);
+void mk_ctx_scratch_dirty(mk_ctx_t *ctx, mk_scratch_slot_t slot);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,33 @@
+/* cuda_check: status checks for CUDA and cuDNN calls that name the statement, file and line (CUDA files only). */
+#ifndef MK_CUDA_CHECK_H
+#define MK_CUDA_CHECK_H
+
+#include "errors.h"
+
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+static inline int mk_cuda_check_(cudaError_t e, const char *stmt, const char *file, int line)
+{
+    if (e == cudaSuccess)
+        return 0;
+    return mk_err_set(e == cudaErrorMemoryAllocation ? MK_ENOMEM : MK_ECUDA, "%s failed at %s:%d: %s (%s)", stmt,
+                      file, line, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+static inline int mk_cudnn_check_(cudnnStatus_t s, const char *stmt, const char *file, int line)
+{
+    if (s == CUDNN_STATUS_SUCCESS)
+        return 0;
+    return mk_err_set(MK_ECUDNN, "%s failed at %s:%d: %s", stmt, file, line, cudnnGetErrorString(s));
+}
+
+/* Evaluate to 0 or a negative code (message set): `if ((rc = MK_CUDA_CHECK(cudaMalloc(&p, n)))) goto fail;` */
+#define MK_CUDA_CHECK(stmt) mk_cuda_check_((stmt), #stmt, __FILE__, __LINE__)
+#define MK_CUDNN_CHECK(stmt) mk_cudnn_check_((stmt), #stmt, __FILE__, __LINE__)
+/* After a kernel launch: reports a bad configuration or a missing kernel image. */
+#define MK_CUDA_LAUNCH_CHECK(kernel) mk_cuda_check_(cudaGetLastError(), "launch of " #kernel, __FILE__, __LINE__)
+
+#define MK_STREAM(ctx) ((cudaStream_t)(ctx)->stream)
+
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine: build with CUDA, run every test suite, benchmark the kernels on the CUDA and
+# CPU backends and OpenCV on the CPU, write logs and JSON under $OUT. Needs .device/ (../shared/device/stage.sh,
+# DATA="images grabcut middlebury") carried along. Usage: bash tests/bench/device.sh [bench|test|all]
+set -uo pipefail
+what=${1:-all}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+source .device/env.sh
+# pkg-config from the staged packages when the machine has none.
+if ! command -v pkg-config >/dev/null && [ -x /opt/devdeps/usr/bin/pkgconf ]; then
+    ln -sf /opt/devdeps/usr/bin/pkgconf /opt/devdeps/usr/bin/pkg-config
+    export PATH=/opt/devdeps/usr/bin:$PATH
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+# cuDNN: beside CUDA, or the pip wheel of the machine's Python.
+cudnn=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0])' 2>/dev/null || true)
+opts=(-Dcuda=enabled --buildtype=release)
+[ -f /usr/local/cuda/include/cudnn.h ] || [ -z "$cudnn" ] || opts+=(-Dcudnn_root="$cudnn")
+echo "meson $(meson --version), nvcc $(nvcc --version | tail -1), cudnn ${cudnn:-/usr/local/cuda}"
+meson setup build-gpu "${opts[@]}" > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
+grep -A8 "Backends" "$OUT/setup.log"
+ninja -C build-gpu > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+rc=0
+if [ "$what" != bench ]; then
+    meson test -C build-gpu --print-errorlogs > "$OUT/test.log" 2>&1 || rc=1
+    grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
+    [ $rc = 0 ] || grep -B2 -A30 "FAIL\|ERROR" "$OUT/test.log" | head -80
+fi
+if [ "$what" != test ]; then
+    build-gpu/clients/masktool bench all --backend cuda > "$OUT/bench_cuda.json" || rc=1
+    build-gpu/clients/masktool bench all --backend cpu --runs 200 --warmup 5 > "$OUT/bench_cpu.json" || rc=1
+    python3 tests/bench/anchor_opencv.py > "$OUT/anchor.json" || rc=1
+    python3 tests/bench/report.py "$OUT/bench_cuda.json" "$OUT/bench_cpu.json" "$OUT/anchor.json" | tee "$OUT/report.md"
+fi
+exit $rc

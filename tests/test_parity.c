@@ -1,0 +1,337 @@
+/* test_parity: every op on the CUDA backend against the CPU reference, bit for bit, on random and real inputs of
+ * many shapes (odd sizes, 1x1, pitch != width, up- and downscaling), with guard bands around every device output
+ * and outputs poisoned twice so that an unwritten element cannot pass. Exits 77 (skipped) without a GPU. */
+#include "testutil.h"
+
+#include "letterbox.h"
+#include "threshold.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mk_ctx_t *cpu, *gpu;
+static const uint8_t poisons[2] = {0xa5, 0x5a};
+
+/* A device image inside a larger allocation: 2 guard rows before and after, and the pitch padding. */
+typedef struct {
+    mk_image_t img, whole;
+} dev_guard_t;
+
+static void dev_guard_alloc(dev_guard_t *g, mk_image_t desc, size_t extra_pitch, uint8_t poison)
+{
+    size_t pitch = mk_image_row_bytes(&desc) + extra_pitch;
+    g->whole = mk_image_desc((int)pitch, (int)mk_image_rows(&desc) + 4, MK_FMT_GRAY, MK_U8);
+    g->whole.pitch = pitch;
+    TU_OK(mk_image_alloc(gpu, &g->whole, MK_MEM_DEVICE));
+    TU_OK(mk_image_memset(gpu, &g->whole, poison));
+    g->img = desc;
+    g->img.pitch = pitch;
+    g->img.mem = MK_MEM_DEVICE;
+    g->img.data = (char *)g->whole.data + 2 * pitch;
+    g->img.owned = 0;
+}
+
+/* Downloads the guarded image; fails if a guard byte changed. Returns the image part as a host image. */
+static mk_image_t dev_guard_check(dev_guard_t *g, uint8_t poison, const char *what)
+{
+    mk_image_t whole = tu_to_host(gpu, &g->whole);
+    size_t row = mk_image_row_bytes(&g->img), rows = mk_image_rows(&g->img), pitch = g->img.pitch;
+    for (size_t y = 0; y < rows + 4; y++) {
+        const uint8_t *p = (const uint8_t *)whole.data + y * whole.pitch;
+        size_t from = (y < 2 || y >= rows + 2) ? 0 : row;
+        for (size_t x = from; x < pitch; x++)
+            if (p[x] != poison)
+                fail_msg("%s: guard byte (%zu, %zu) overwritten", what, x, y);
+    }
+    mk_image_t out = g->img;
+    out.mem = MK_MEM_HOST;
+    out.data = NULL;
+    out.owned = 0;
+    out.pitch = 0;
+    TU_OK(mk_image_alloc(NULL, &out, MK_MEM_HOST));
+    for (size_t y = 0; y < rows; y++)
+        memcpy((char *)out.data + y * out.pitch, (const char *)whole.data + (y + 2) * whole.pitch, row);
+    mk_image_free(NULL, &whole);
+    return out;
+}
+
+static void dev_guard_free(dev_guard_t *g)
+{
+    mk_image_free(gpu, &g->whole);
+}
+
+static void assert_same(const mk_image_t *a, const mk_image_t *b, const char *what)
+{
+    size_t row = mk_image_row_bytes(a);
+    for (size_t y = 0; y < mk_image_rows(a); y++)
+        if (memcmp((const char *)a->data + y * a->pitch, (const char *)b->data + y * b->pitch, row)) {
+            for (size_t x = 0; x < row; x++)
+                if (((const uint8_t *)a->data)[y * a->pitch + x] != ((const uint8_t *)b->data)[y * b->pitch + x])
+                    fail_msg("%s: CPU and CUDA differ at byte %zu of row %zu", what, x, y);
+        }
+}
+
+/* ---- letterbox ------------------------------------------------------------------------------------------ */
+
+static void letterbox_case(const mk_image_t *src, int nw, int nh, mk_letterbox_mode_t mode, size_t src_extra,
+                           size_t dst_extra, const char *what)
+{
+    mk_image_t ref = mk_image_desc_planar(nw, nh, 3, MK_F32);
+    TU_OK(mk_image_alloc(NULL, &ref, MK_MEM_HOST));
+    int rc_cpu = mk_letterbox(cpu, src, &ref, mode, NULL);
+    mk_image_t dsrc = tu_to_ctx(gpu, src, src_extra);
+    for (int k = 0; k < 2; k++) {
+        dev_guard_t g;
+        dev_guard_alloc(&g, mk_image_desc_planar(nw, nh, 3, MK_F32), dst_extra, poisons[k]);
+        int rc = mk_letterbox(gpu, &dsrc, &g.img, mode, NULL);
+        if (rc != rc_cpu)
+            fail_msg("%s: CPU returned %s, CUDA %s (%s)", what, mk_err_name(rc_cpu), mk_err_name(rc), mk_err_msg());
+        TU_OK(mk_ctx_sync(gpu));
+        mk_image_t got = dev_guard_check(&g, poisons[k], what);
+        if (!rc)
+            assert_same(&ref, &got, what);
+        mk_image_free(NULL, &got);
+        dev_guard_free(&g);
+    }
+    mk_image_free(gpu, &dsrc);
+    mk_image_free(NULL, &ref);
+}
+
+static void test_letterbox_fixed(void **state)
+{
+    (void)state;
+    const struct {
+        int sw, sh, nw, nh;
+        mk_format_t fmt;
+    } cases[] = {
+        {1920, 1080, 416, 416, MK_FMT_BGR}, {1280, 720, 320, 320, MK_FMT_YUYV}, {640, 480, 416, 416, MK_FMT_RGB},
+        {100, 80, 640, 640, MK_FMT_BGR},    {1, 1, 3, 3, MK_FMT_BGR},           {2, 1, 1, 1, MK_FMT_YUYV},
+        {1, 1000, 64, 64, MK_FMT_RGB},      {3000, 2, 416, 416, MK_FMT_BGR},    {416, 416, 416, 416, MK_FMT_BGR},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mk_image_t src = tu_random_image(100 + i, cases[i].sw, cases[i].sh, cases[i].fmt);
+        for (int m = 0; m < 2; m++) {
+            char what[128];
+            snprintf(what, sizeof what, "letterbox %s %dx%d %s -> %dx%d", mk_format_name(cases[i].fmt), cases[i].sw,
+                     cases[i].sh, m ? "darknet" : "warp", cases[i].nw, cases[i].nh);
+            letterbox_case(&src, cases[i].nw, cases[i].nh, (mk_letterbox_mode_t)m, i % 3 ? 0 : 7, i % 2 ? 12 : 0,
+                           what);
+        }
+        mk_image_free(NULL, &src);
+    }
+}
+
+static void test_letterbox_random(void **state)
+{
+    (void)state;
+    tu_rng_t r = {2024};
+    const mk_format_t fmts[3] = {MK_FMT_BGR, MK_FMT_RGB, MK_FMT_YUYV};
+    for (int i = 0; i < 150; i++) {
+        mk_format_t fmt = fmts[tu_rand_int(&r, 0, 2)];
+        int sw = tu_rand_int(&r, 1, 400), sh = tu_rand_int(&r, 1, 400);
+        if (fmt == MK_FMT_YUYV && sw % 2)
+            sw++;
+        int nw = tu_rand_int(&r, 1, 500), nh = tu_rand_int(&r, 1, 500);
+        mk_letterbox_mode_t mode = (mk_letterbox_mode_t)tu_rand_int(&r, 0, 1);
+        size_t se = (size_t)tu_rand_int(&r, 0, 40), de = 4 * (size_t)tu_rand_int(&r, 0, 9);
+        mk_image_t src = tu_random_image(tu_rand(&r), sw, sh, fmt);
+        char what[160];
+        snprintf(what, sizeof what, "random %d: %s %dx%d (+%zu) %s -> %dx%d (+%zu)", i, mk_format_name(fmt), sw, sh,
+                 se, mk_letterbox_mode_name(mode), nw, nh, de);
+        letterbox_case(&src, nw, nh, mode, se, de, what);
+        mk_image_free(NULL, &src);
+    }
+}
+
+/* ---- threshold, histogram, Otsu ------------------------------------------------------------------------- */
+
+static void threshold_case(const mk_image_t *src, int otsu, int t, int maxval, mk_thresh_mode_t mode,
+                           size_t src_extra, size_t dst_extra, int in_place, const char *what)
+{
+    mk_image_t ref = mk_image_desc(src->width, src->height, MK_FMT_GRAY, MK_U8);
+    TU_OK(mk_image_alloc(NULL, &ref, MK_MEM_HOST));
+    int t_cpu = t, t_gpu = -1;
+    if (otsu)
+        TU_OK(mk_threshold_otsu(cpu, src, &ref, maxval, mode, &t_cpu));
+    else
+        TU_OK(mk_threshold(cpu, src, &ref, t, maxval, mode));
+    for (int k = 0; k < 2; k++) {
+        dev_guard_t g;
+        mk_image_t dsrc = {0};
+        dev_guard_alloc(&g, mk_image_desc(src->width, src->height, MK_FMT_GRAY, MK_U8), in_place ? src_extra : dst_extra,
+                        poisons[k]);
+        if (in_place) {
+            mk_image_t tmp = tu_to_ctx(gpu, src, src_extra);
+            TU_OK(mk_image_copy(gpu, &g.img, &tmp));
+            mk_image_free(gpu, &tmp);
+        } else {
+            dsrc = tu_to_ctx(gpu, src, src_extra);
+        }
+        const mk_image_t *in = in_place ? &g.img : &dsrc;
+        if (otsu)
+            TU_OK(mk_threshold_otsu(gpu, in, &g.img, maxval, mode, k ? &t_gpu : NULL));
+        else
+            TU_OK(mk_threshold(gpu, in, &g.img, t, maxval, mode));
+        TU_OK(mk_ctx_sync(gpu));
+        if (otsu && k && t_gpu != t_cpu)
+            fail_msg("%s: Otsu threshold CPU %d, CUDA %d", what, t_cpu, t_gpu);
+        mk_image_t got = dev_guard_check(&g, poisons[k], what);
+        assert_same(&ref, &got, what);
+        mk_image_free(NULL, &got);
+        mk_image_free(gpu, &dsrc);
+        dev_guard_free(&g);
+    }
+    mk_image_free(NULL, &ref);
+}
+
+static void test_threshold_random(void **state)
+{
+    (void)state;
+    tu_rng_t r = {77};
+    for (int i = 0; i < 120; i++) {
+        int w = i < 4 ? (int[]){1, 16, 1920, 17}[i] : tu_rand_int(&r, 1, 300);
+        int h = i < 4 ? (int[]){1, 1, 1080, 3}[i] : tu_rand_int(&r, 1, 200);
+        size_t se = i % 3 == 0 ? 0 : (size_t)tu_rand_int(&r, 0, 40), de = i % 4 == 0 ? 0 : (size_t)tu_rand_int(&r, 0, 33);
+        if (i % 5 == 0) { /* rows 16-byte aligned: the vector path */
+            se = (16 - (size_t)w % 16) % 16;
+            de = se;
+        }
+        mk_image_t src = tu_random_image(tu_rand(&r), w, h, MK_FMT_GRAY);
+        int t = tu_rand_int(&r, 0, 255), mv = tu_rand_int(&r, 0, 255);
+        mk_thresh_mode_t mode = (mk_thresh_mode_t)tu_rand_int(&r, 0, 4);
+        char what[128];
+        snprintf(what, sizeof what, "threshold %d: %dx%d (+%zu,+%zu) t=%d maxval=%d %s", i, w, h, se, de, t, mv,
+                 mk_thresh_mode_name(mode));
+        threshold_case(&src, 0, t, mv, mode, se, de, i % 7 == 0, what);
+        snprintf(what, sizeof what, "otsu %d: %dx%d (+%zu,+%zu) maxval=%d %s", i, w, h, se, de, mv,
+                 mk_thresh_mode_name(mode));
+        threshold_case(&src, 1, 0, mv, mode, se, de, i % 7 == 3, what);
+        mk_image_free(NULL, &src);
+    }
+}
+
+static void test_histogram(void **state)
+{
+    (void)state;
+    tu_rng_t r = {5};
+    for (int i = 0; i < 40; i++) {
+        int w = tu_rand_int(&r, 1, 700), h = tu_rand_int(&r, 1, 500);
+        mk_image_t src = i % 4 ? tu_random_image(tu_rand(&r), w, h, MK_FMT_GRAY) : tu_otsu_image(i);
+        mk_image_t d = tu_to_ctx(gpu, &src, (size_t)tu_rand_int(&r, 0, 20));
+        uint32_t a[256], b[256];
+        TU_OK(mk_histogram(cpu, &src, a));
+        TU_OK(mk_histogram(gpu, &d, b));
+        assert_memory_equal(a, b, sizeof a);
+        mk_image_free(gpu, &d);
+        mk_image_free(NULL, &src);
+    }
+}
+
+/* Every synthetic histogram of the OpenCV reference set, the >2^23-pixel cases, and real images. */
+static void test_otsu_sets(void **state)
+{
+    (void)state;
+    char what[128], path[4096];
+    for (int k = 0; k < 350; k++) {
+        mk_image_t src = tu_otsu_image(k);
+        snprintf(what, sizeof what, "otsu synthetic %d (%dx%d)", k, src.width, src.height);
+        threshold_case(&src, 1, 0, 255, MK_THRESH_BINARY, (size_t)(k % 5), (size_t)(k % 3), 0, what);
+        mk_image_free(NULL, &src);
+    }
+    cJSON *refs = tu_opencv_refs(), *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(refs, "otsu_big"))
+    {
+        mk_image_t src = tu_otsu_big(c);
+        threshold_case(&src, 1, 0, 255, MK_THRESH_BINARY, 0, 0, 0, "otsu big");
+        mk_image_free(NULL, &src);
+    }
+    int real = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(refs, "otsu_real"))
+    {
+        if (!tu_data_path(path, sizeof path, cJSON_GetObjectItem(c, "image")->valuestring))
+            break;
+        mk_image_t src = tu_real_channel(path, 1);
+        threshold_case(&src, 1, 0, 255, MK_THRESH_BINARY, 0, 0, 0, cJSON_GetObjectItem(c, "image")->valuestring);
+        mk_image_free(NULL, &src);
+        real++;
+    }
+    print_message("otsu parity: 350 synthetic, big, %d real images\n", real);
+    cJSON_Delete(refs);
+}
+
+/* The device keeps Otsu state between calls: alternating inputs must not leak into each other. */
+static void test_otsu_repeated(void **state)
+{
+    (void)state;
+    mk_image_t a = tu_otsu_image(3), b = tu_random_image(8, 640, 480, MK_FMT_GRAY);
+    mk_image_t da = tu_to_ctx(gpu, &a, 0), db = tu_to_ctx(gpu, &b, 0), oa = da, ob = db;
+    oa.data = ob.data = NULL;
+    oa.owned = ob.owned = 0;
+    TU_OK(mk_image_alloc(gpu, &oa, MK_MEM_DEVICE));
+    TU_OK(mk_image_alloc(gpu, &ob, MK_MEM_DEVICE));
+    int ta, tb, t;
+    TU_OK(mk_threshold_otsu(cpu, &a, &a, 255, MK_THRESH_TOZERO, &ta));
+    TU_OK(mk_threshold_otsu(cpu, &b, &b, 255, MK_THRESH_TOZERO, &tb));
+    for (int i = 0; i < 20; i++) {
+        TU_OK(mk_threshold_otsu(gpu, &da, &oa, 255, MK_THRESH_TOZERO, NULL));
+        TU_OK(mk_threshold_otsu(gpu, &db, &ob, 255, MK_THRESH_TOZERO, i % 2 ? &t : NULL));
+        if (i % 2)
+            assert_int_equal(t, tb);
+    }
+    TU_OK(mk_threshold_otsu(gpu, &da, &oa, 255, MK_THRESH_TOZERO, &t));
+    assert_int_equal(t, ta);
+    mk_image_t ha = tu_to_host(gpu, &oa), hb = tu_to_host(gpu, &ob);
+    assert_same(&a, &ha, "repeated a");
+    assert_same(&b, &hb, "repeated b");
+    mk_image_free(NULL, &ha);
+    mk_image_free(NULL, &hb);
+    mk_image_free(gpu, &oa);
+    mk_image_free(gpu, &ob);
+    mk_image_free(gpu, &da);
+    mk_image_free(gpu, &db);
+    mk_image_free(NULL, &a);
+    mk_image_free(NULL, &b);
+}
+
+/* Bad input on the CUDA backend: errors, not crashes; host images are refused. */
+static void test_cuda_bad_input(void **state)
+{
+    (void)state;
+    mk_image_t h = tu_random_image(1, 8, 8, MK_FMT_BGR), g = tu_random_image(2, 8, 8, MK_FMT_GRAY);
+    mk_image_t out = mk_image_desc_planar(4, 4, 3, MK_F32);
+    TU_OK(mk_image_alloc(gpu, &out, MK_MEM_DEVICE));
+    assert_int_equal(mk_letterbox(gpu, &h, &out, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_threshold(gpu, &g, &g, 1, 255, MK_THRESH_BINARY), MK_EINVAL);
+    uint32_t hist[256];
+    assert_int_equal(mk_histogram(gpu, &g, hist), MK_EINVAL);
+    mk_image_t huge = mk_image_desc(MK_IMAGE_MAX_DIM + 1, 1, MK_FMT_GRAY, MK_U8);
+    assert_int_equal(mk_image_alloc(gpu, &huge, MK_MEM_DEVICE), MK_ERANGE);
+    mk_image_free(gpu, &out);
+    mk_image_free(NULL, &h);
+    mk_image_free(NULL, &g);
+}
+
+int main(void)
+{
+    char why[256] = "";
+    gpu = tu_cuda_ctx(why, sizeof why);
+    if (!gpu) {
+        printf("SKIP: CUDA parity tests need a GPU: %s\n", why);
+        return TU_SKIP_CODE;
+    }
+    if (mk_ctx_create(MK_BACKEND_CPU, &cpu))
+        return 1;
+    printf("CUDA device: %s\n", mk_ctx_device_name(gpu));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_letterbox_fixed), cmocka_unit_test(test_letterbox_random),
+        cmocka_unit_test(test_threshold_random), cmocka_unit_test(test_histogram),
+        cmocka_unit_test(test_otsu_sets),       cmocka_unit_test(test_otsu_repeated),
+        cmocka_unit_test(test_cuda_bad_input),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    mk_ctx_destroy(cpu);
+    mk_ctx_destroy(gpu);
+    return rc;
+}

@@ -1,0 +1,83 @@
+/* testutil: helpers shared by the cmocka tests: test data lookup, random images, guard bands, device skips. */
+#ifndef MK_TESTUTIL_H
+#define MK_TESTUTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "ctx.h"
+#include "errors.h"
+#include "image.h"
+
+/* The exit code meson reads as "skipped". */
+#define TU_SKIP_CODE 77
+
+/* The shared data folder ($MASKD_TEST_DATA, else $MASKD_SOURCE_ROOT/../shared/data), or NULL if absent. */
+const char *tu_data_dir(void);
+/* tu_data_dir()/rel into buf; NULL (and a skip() in the calling test) if the data or the file is absent. */
+const char *tu_data_path(char *buf, size_t n, const char *rel);
+/* $MASKD_SOURCE_ROOT/tests/data/rel into buf. */
+const char *tu_test_data(char *buf, size_t n, const char *rel);
+
+/* xorshift64* generator: deterministic, seeded. */
+typedef struct {
+    uint64_t s;
+} tu_rng_t;
+uint64_t tu_rand(tu_rng_t *r);
+/* Uniform integer in [lo, hi]. */
+int tu_rand_int(tu_rng_t *r, int lo, int hi);
+
+/* Fills the rows of a host u8 image with random bytes (the pitch padding keeps what it had). */
+void tu_fill_random(mk_image_t *img, tu_rng_t *r);
+
+/* Host image with a guard band: `pad` extra bytes at the end of each row and `pad` rows before and after, all set
+ * to a sentinel byte. tu_guard_ok() says whether the band is intact. */
+typedef struct {
+    mk_image_t img;
+    unsigned char *base;
+    size_t total, pad_rows_bytes;
+    unsigned char sentinel;
+} tu_guarded_t;
+void tu_guarded_alloc(tu_guarded_t *g, mk_image_t desc, size_t extra_pitch, unsigned char sentinel);
+int tu_guard_ok(const tu_guarded_t *g);
+void tu_guarded_free(tu_guarded_t *g);
+
+/* Copies a host image to a new image in ctx's memory with an extra pitch, and back. */
+mk_image_t tu_to_ctx(mk_ctx_t *ctx, const mk_image_t *host, size_t extra_pitch);
+/* Downloads img into host image `host` (allocated here, same descriptor, tight pitch). */
+mk_image_t tu_to_host(mk_ctx_t *ctx, const mk_image_t *img);
+
+/* Fails the test with the error message if rc != 0. */
+#define TU_OK(expr)                                                                                            \
+    do {                                                                                                       \
+        int tu_rc_ = (expr);                                                                                   \
+        if (tu_rc_ != 0)                                                                                       \
+            fail_msg("%s -> %s: %s", #expr, mk_err_name(tu_rc_), mk_err_msg());                                \
+    } while (0)
+
+/* FNV-1a 64 over the pixel bytes of a host image, row by row (pitch padding excluded), as the reference generator
+ * tests/data/gen_opencv_refs.py hashes numpy arrays. */
+uint64_t tu_fnv1a(const mk_image_t *img);
+/* Parses a JSON file (cJSON *, caller deletes); fails the test if unreadable. */
+struct cJSON *tu_load_json(const char *path);
+/* Loads tests/data/opencv/refs.json. */
+struct cJSON *tu_opencv_refs(void);
+/* A w x h host image of `format` (u8) filled from xorshift64* seeded with `seed`, byte after byte in row order:
+ * the generator the reference script uses for synthetic inputs. */
+mk_image_t tu_random_image(uint64_t seed, int w, int h, mk_format_t format);
+
+/* Synthetic Otsu input number k (seven kinds: random, few values, two values, bimodal, narrow, constant, sparse),
+ * as otsu_image() of the reference generator. */
+mk_image_t tu_otsu_image(int k);
+/* A large mostly-constant image of refs.json's "otsu_big" entry `c`. */
+mk_image_t tu_otsu_big(struct cJSON *c);
+/* Channel 0..2 (B, G, R) of a colour image file as a gray image. */
+mk_image_t tu_real_channel(const char *path, int channel);
+
+/* A CUDA context, or NULL with the reason in `why` (no GPU, CUDA not built). */
+mk_ctx_t *tu_cuda_ctx(char *why, size_t n);
+
+#endif
