@@ -69,6 +69,15 @@ mk_ctx_t *mt_ctx(const char *backend)
     return ctx;
 }
 
+void mt_print_json(cJSON *doc, int pretty)
+{
+    char *s = pretty ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);
+    if (s)
+        puts(s);
+    free(s);
+    cJSON_Delete(doc);
+}
+
 /* ---- source images -------------------------------------------------------------------------------------- */
 
 /* A deterministic scene: a gradient sky, a ground, a disc and a box, plus mild noise. */
@@ -423,10 +432,7 @@ static int cmd_info(int argc, char **argv)
         cJSON_AddStringToObject(o, "auto_backend", mk_backend_name(mk_ctx_backend(ctx)));
         cJSON_AddStringToObject(o, "device", mk_ctx_device_name(ctx));
     }
-    char *s = cJSON_PrintUnformatted(o);
-    puts(s);
-    free(s);
-    cJSON_Delete(o);
+    mt_print_json(o, 0);
     mk_ctx_destroy(ctx);
     return ctx ? 0 : 1;
 }
@@ -541,10 +547,7 @@ static int cmd_demo(int argc, char **argv)
     }
     if (rc)
         fprintf(stderr, "masktool demo: %s\n", mk_err_msg());
-    char *s = cJSON_Print(o);
-    puts(s);
-    free(s);
-    cJSON_Delete(o);
+    mt_print_json(o, 1);
     mk_image_free(NULL, &scene);
     mk_image_free(NULL, &gray);
     mk_ctx_destroy(cpu);

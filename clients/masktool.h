@@ -5,6 +5,8 @@
 #include "ctx.h"
 #include "image.h"
 
+#include <cjson/cJSON.h>
+
 /* Parses "WxH" into positive ints; 0 or an error message on stderr and -1. */
 int mt_parse_size(const char *s, int *w, int *h);
 /* Creates a context of the named backend ("auto" when NULL), printing the error on failure. */
@@ -12,6 +14,9 @@ mk_ctx_t *mt_ctx(const char *backend);
 /* A real test photo (MASKD_TEST_DATA or ../shared/data images/person.jpg) or, without the data, a generated
  * scene; then mirror-tiled to w x h. `format` is GRAY, RGB or BGR. */
 int mt_source_image(const char *path, mk_format_t format, int w, int h, mk_image_t *out, char *what, size_t what_len);
+
+/* Prints a JSON document to stdout (indented or on one line) and deletes it. */
+void mt_print_json(cJSON *doc, int pretty);
 
 int mt_bench(int argc, char **argv);
 

@@ -300,10 +300,7 @@ int mt_bench(int argc, char **argv)
     cJSON_AddStringToObject(doc, "source", what);
     if (rc)
         fprintf(stderr, "masktool bench: %s\n", mk_err_msg());
-    char *s = cJSON_Print(doc);
-    puts(s);
-    free(s);
-    cJSON_Delete(doc);
+    mt_print_json(doc, 1);
     mk_ctx_destroy(ctx);
     return rc ? 1 : 0;
 }

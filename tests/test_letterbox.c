@@ -12,26 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static mk_ctx_t *cpu;
-
-static int setup(void **state)
-{
-    (void)state;
-    return mk_ctx_create(MK_BACKEND_CPU, &cpu);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    mk_ctx_destroy(cpu);
-    return 0;
-}
 
 static mk_image_t run_cpu(const mk_image_t *src, int w, int h, mk_letterbox_mode_t mode)
 {
     mk_image_t dst = mk_image_desc_planar(w, h, 3, MK_F32);
     TU_OK(mk_image_alloc(NULL, &dst, MK_MEM_HOST));
-    TU_OK(mk_letterbox(cpu, src, &dst, mode, NULL));
+    TU_OK(mk_letterbox(tu_cpu, src, &dst, mode, NULL));
     return dst;
 }
 
@@ -57,6 +43,18 @@ static long diff_vs_bgr(const mk_image_t *out, const mk_image_t *bgr, const char
             }
     }
     return bad;
+}
+
+/* Letterboxes src in warp mode and checks the result against the picture `expected` (a path under tests/data). */
+static void check_warp(const mk_image_t *src, int w, int h, const char *expected, const char *what)
+{
+    char path[4096];
+    mk_image_t want = {0};
+    TU_OK(mk_imageio_load(tu_test_data(path, sizeof path, expected), MK_FMT_BGR, &want));
+    mk_image_t out = run_cpu(src, w, h, MK_LETTERBOX_WARP);
+    assert_int_equal(diff_vs_bgr(&out, &want, what), 0);
+    mk_image_free(NULL, &out);
+    mk_image_free(NULL, &want);
 }
 
 /* 1x1 source into 3x3: centre exact, edge pixels mixed with the 114 border in OpenCV's 1/32 fixed point. */
@@ -177,9 +175,9 @@ static void test_opencv_warp_synthetic(void **state)
     int n = 0;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(refs, "warp"))
     {
-        cJSON *srcs = cJSON_GetObjectItem(c, "src"), *net = cJSON_GetObjectItem(c, "net");
-        int sw = cJSON_GetArrayItem(srcs, 0)->valueint, sh = cJSON_GetArrayItem(srcs, 1)->valueint;
-        int nw = cJSON_GetArrayItem(net, 0)->valueint, nh = cJSON_GetArrayItem(net, 1)->valueint;
+        int sw, sh, nw, nh;
+        tu_json_size(cJSON_GetObjectItem(c, "src"), &sw, &sh);
+        tu_json_size(cJSON_GetObjectItem(c, "net"), &nw, &nh);
         mk_image_t src = tu_random_image((uint64_t)cJSON_GetObjectItem(c, "seed")->valuedouble, sw, sh, MK_FMT_BGR);
         mk_image_t want = {0};
         TU_OK(mk_imageio_load(tu_test_data(path, sizeof path, cJSON_GetObjectItem(c, "expected")->valuestring),
@@ -225,17 +223,13 @@ static void test_opencv_warp_real(void **state)
             cJSON_Delete(refs);
             skip();
         }
-        mk_image_t src = {0}, want = {0};
+        mk_image_t src = {0};
+        int w, h;
         TU_OK(mk_imageio_load(path, MK_FMT_BGR, &src));
-        TU_OK(mk_imageio_load(tu_test_data(path, sizeof path, cJSON_GetObjectItem(c, "expected")->valuestring),
-                              MK_FMT_BGR, &want));
-        cJSON *net = cJSON_GetObjectItem(c, "net");
-        mk_image_t out = run_cpu(&src, cJSON_GetArrayItem(net, 0)->valueint, cJSON_GetArrayItem(net, 1)->valueint,
-                                 MK_LETTERBOX_WARP);
-        assert_int_equal(diff_vs_bgr(&out, &want, cJSON_GetObjectItem(c, "image")->valuestring), 0);
-        mk_image_free(NULL, &out);
+        tu_json_size(cJSON_GetObjectItem(c, "net"), &w, &h);
+        check_warp(&src, w, h, cJSON_GetObjectItem(c, "expected")->valuestring,
+                   cJSON_GetObjectItem(c, "image")->valuestring);
         mk_image_free(NULL, &src);
-        mk_image_free(NULL, &want);
     }
     cJSON_Delete(refs);
 }
@@ -247,38 +241,27 @@ static void test_opencv_yuyv(void **state)
     char path[4096];
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(refs, "yuyv"))
     {
-        cJSON *srcs = cJSON_GetObjectItem(c, "src"), *net = cJSON_GetObjectItem(c, "net");
-        int w = cJSON_GetArrayItem(srcs, 0)->valueint, h = cJSON_GetArrayItem(srcs, 1)->valueint;
+        int w, h, nw, nh;
+        tu_json_size(cJSON_GetObjectItem(c, "src"), &w, &h);
+        tu_json_size(cJSON_GetObjectItem(c, "net"), &nw, &nh);
         mk_image_t src = tu_random_image((uint64_t)cJSON_GetObjectItem(c, "seed")->valuedouble, w, h, MK_FMT_YUYV);
-        mk_image_t want = {0};
-        TU_OK(mk_imageio_load(tu_test_data(path, sizeof path, cJSON_GetObjectItem(c, "expected")->valuestring),
-                              MK_FMT_BGR, &want));
-        mk_image_t out = run_cpu(&src, cJSON_GetArrayItem(net, 0)->valueint, cJSON_GetArrayItem(net, 1)->valueint,
-                                 MK_LETTERBOX_WARP);
-        assert_int_equal(diff_vs_bgr(&out, &want, "yuyv"), 0);
-        mk_image_free(NULL, &out);
+        check_warp(&src, nw, nh, cJSON_GetObjectItem(c, "expected")->valuestring, "yuyv");
         mk_image_free(NULL, &src);
-        mk_image_free(NULL, &want);
     }
     /* Every combination of extreme Y, U, V values through an identity letterbox (cvtColor alone). */
     cJSON *ex = cJSON_GetObjectItem(refs, "yuyv_extremes"), *v;
     int vals[16], nv = 0;
     cJSON_ArrayForEach(v, cJSON_GetObjectItem(ex, "values")) vals[nv++] = v->valueint;
     int w = 2 * nv * nv * nv;
-    mk_image_t src = mk_image_desc(w, 1, MK_FMT_YUYV, MK_U8), want = {0};
+    mk_image_t src = mk_image_desc(w, 1, MK_FMT_YUYV, MK_U8);
     TU_OK(mk_image_alloc(NULL, &src, MK_MEM_HOST));
     uint8_t *p = src.data;
     for (int a = 0; a < nv; a++)
         for (int b = 0; b < nv; b++)
             for (int d = 0; d < nv; d++, p += 4)
                 p[0] = (uint8_t)vals[a], p[1] = (uint8_t)vals[b], p[2] = (uint8_t)(vals[a] ^ 0xff), p[3] = (uint8_t)vals[d];
-    TU_OK(mk_imageio_load(tu_test_data(path, sizeof path, cJSON_GetObjectItem(ex, "expected")->valuestring), MK_FMT_BGR,
-                          &want));
-    mk_image_t out = run_cpu(&src, w, 1, MK_LETTERBOX_WARP);
-    assert_int_equal(diff_vs_bgr(&out, &want, "yuyv extremes"), 0);
-    mk_image_free(NULL, &out);
+    check_warp(&src, w, 1, cJSON_GetObjectItem(ex, "expected")->valuestring, "yuyv extremes");
     mk_image_free(NULL, &src);
-    mk_image_free(NULL, &want);
     cJSON_Delete(refs);
 }
 
@@ -395,38 +378,38 @@ static void test_bad_input(void **state)
     mk_image_t src = tu_random_image(1, 8, 6, MK_FMT_BGR), dst = mk_image_desc_planar(4, 4, 3, MK_F32);
     TU_OK(mk_image_alloc(NULL, &dst, MK_MEM_HOST));
     assert_int_equal(mk_letterbox(NULL, &src, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
-    assert_int_equal(mk_letterbox(cpu, NULL, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
-    assert_int_equal(mk_letterbox(cpu, &src, NULL, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
-    assert_int_equal(mk_letterbox(cpu, &src, &dst, (mk_letterbox_mode_t)7, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, NULL, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, &src, NULL, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, &src, &dst, (mk_letterbox_mode_t)7, NULL), MK_EINVAL);
     assert_true(strlen(mk_err_msg()) > 0);
     /* wrong formats */
     mk_image_t gray = tu_random_image(2, 8, 6, MK_FMT_GRAY);
-    assert_int_equal(mk_letterbox(cpu, &gray, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
-    assert_int_equal(mk_letterbox(cpu, &src, &src, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, &gray, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, &src, &src, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
     mk_image_t two = dst;
     two.channels = 2;
-    assert_int_equal(mk_letterbox(cpu, &src, &two, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, &src, &two, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
     /* mismatched pitch, zero and huge sizes, wrong memory space */
     mk_image_t bad = src;
     bad.pitch = 10;
-    assert_int_equal(mk_letterbox(cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
     bad = src;
     bad.width = 0;
-    assert_int_equal(mk_letterbox(cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_ERANGE);
+    assert_int_equal(mk_letterbox(tu_cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_ERANGE);
     bad = src;
     bad.height = MK_IMAGE_MAX_DIM + 1;
-    assert_int_equal(mk_letterbox(cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_ERANGE);
+    assert_int_equal(mk_letterbox(tu_cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_ERANGE);
     bad = src;
     bad.mem = MK_MEM_DEVICE;
-    assert_int_equal(mk_letterbox(cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
     bad = src;
     bad.data = NULL;
-    assert_int_equal(mk_letterbox(cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, &bad, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
     /* odd-width YUYV */
     mk_image_t y = mk_image_desc(7, 2, MK_FMT_YUYV, MK_U8);
     y.pitch = 16;
     y.data = src.data;
-    assert_int_equal(mk_letterbox(cpu, &y, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
+    assert_int_equal(mk_letterbox(tu_cpu, &y, &dst, MK_LETTERBOX_WARP, NULL), MK_EINVAL);
     /* plans */
     assert_int_equal(mk_letterbox_plan(&lb, 0, 10, 416, 416, MK_LETTERBOX_WARP), MK_ERANGE);
     assert_int_equal(mk_letterbox_plan(&lb, 10, 10, 416, 0, MK_LETTERBOX_DARKNET), MK_ERANGE);
@@ -454,5 +437,5 @@ int main(void)
         cmocka_unit_test(test_darknet_reference),
         cmocka_unit_test(test_bad_input),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup_cpu, tu_teardown_cpu);
 }

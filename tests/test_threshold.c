@@ -10,20 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static mk_ctx_t *cpu;
-
-static int setup(void **state)
-{
-    (void)state;
-    return mk_ctx_create(MK_BACKEND_CPU, &cpu);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    mk_ctx_destroy(cpu);
-    return 0;
-}
 
 static mk_image_t gray_from(const uint8_t *v, int w, int h)
 {
@@ -54,11 +40,11 @@ static void test_modes_hand(void **state)
     };
     mk_image_t src = gray_from(in, 6, 1), dst = gray_like(&src);
     for (int m = 0; m < 5; m++) {
-        TU_OK(mk_threshold(cpu, &src, &dst, 100, 200, (mk_thresh_mode_t)m));
+        TU_OK(mk_threshold(tu_cpu, &src, &dst, 100, 200, (mk_thresh_mode_t)m));
         assert_memory_equal(dst.data, want[m], 6);
     }
     /* In place. */
-    TU_OK(mk_threshold(cpu, &src, &src, 100, 200, MK_THRESH_BINARY));
+    TU_OK(mk_threshold(tu_cpu, &src, &src, 100, 200, MK_THRESH_BINARY));
     assert_memory_equal(src.data, want[0], 6);
     mk_image_free(NULL, &src);
     mk_image_free(NULL, &dst);
@@ -72,7 +58,7 @@ static void test_otsu_hand(void **state)
     const uint8_t two[4] = {10, 200, 10, 10};
     mk_image_t src = gray_from(two, 2, 2), dst = gray_like(&src);
     int t = -1;
-    TU_OK(mk_threshold_otsu(cpu, &src, &dst, 255, MK_THRESH_BINARY, &t));
+    TU_OK(mk_threshold_otsu(tu_cpu, &src, &dst, 255, MK_THRESH_BINARY, &t));
     assert_int_equal(t, 10);
     const uint8_t want[4] = {0, 255, 0, 0};
     assert_memory_equal(mk_image_row(&dst, 0, 0), want, 2);
@@ -104,7 +90,7 @@ static void test_histogram(void **state)
             ((uint8_t *)mk_image_row(&img, 0, y))[x] = v;
             want[v]++;
         }
-    TU_OK(mk_histogram(cpu, &img, got));
+    TU_OK(mk_histogram(tu_cpu, &img, got));
     assert_memory_equal(got, want, sizeof want);
     assert_int_equal(got[7], 0);
     mk_image_free(NULL, &img);
@@ -124,7 +110,7 @@ static void test_opencv_fixed(void **state)
     {
         int t = cJSON_GetObjectItem(c, "thresh")->valueint, mv = cJSON_GetObjectItem(c, "maxval")->valueint;
         int mode = cJSON_GetObjectItem(c, "mode")->valueint;
-        TU_OK(mk_threshold(cpu, &src, &dst, t, mv, (mk_thresh_mode_t)mode));
+        TU_OK(mk_threshold(tu_cpu, &src, &dst, t, mv, (mk_thresh_mode_t)mode));
         char hex[17];
         snprintf(hex, sizeof hex, "%016" PRIx64, tu_fnv1a(&dst));
         if (strcmp(hex, cJSON_GetObjectItem(c, "fnv1a")->valuestring))
@@ -142,7 +128,7 @@ static void check_otsu(const mk_image_t *src, cJSON *ref, const char *what)
 {
     mk_image_t dst = gray_like(src);
     int t = -1;
-    TU_OK(mk_threshold_otsu(cpu, src, &dst, 255, MK_THRESH_BINARY, &t));
+    TU_OK(mk_threshold_otsu(tu_cpu, src, &dst, 255, MK_THRESH_BINARY, &t));
     if (t != cJSON_GetObjectItem(ref, "thresh")->valueint)
         fail_msg("%s: Otsu threshold %d, OpenCV %d", what, t, cJSON_GetObjectItem(ref, "thresh")->valueint);
     cJSON *h = cJSON_GetObjectItem(ref, "fnv1a");
@@ -218,27 +204,27 @@ static void test_bad_input(void **state)
     mk_image_t bgr = tu_random_image(4, 9, 4, MK_FMT_BGR), small = tu_random_image(5, 8, 4, MK_FMT_GRAY);
     uint32_t hist[256];
     int t;
-    assert_int_equal(mk_threshold(cpu, &src, &dst, -1, 255, MK_THRESH_BINARY), MK_ERANGE);
+    assert_int_equal(mk_threshold(tu_cpu, &src, &dst, -1, 255, MK_THRESH_BINARY), MK_ERANGE);
     assert_non_null(strstr(mk_err_msg(), "threshold -1"));
-    assert_int_equal(mk_threshold(cpu, &src, &dst, 256, 255, MK_THRESH_BINARY), MK_ERANGE);
-    assert_int_equal(mk_threshold(cpu, &src, &dst, 10, 300, MK_THRESH_BINARY), MK_ERANGE);
-    assert_int_equal(mk_threshold(cpu, &src, &dst, 10, 255, (mk_thresh_mode_t)9), MK_EINVAL);
-    assert_int_equal(mk_threshold(cpu, &bgr, &dst, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
+    assert_int_equal(mk_threshold(tu_cpu, &src, &dst, 256, 255, MK_THRESH_BINARY), MK_ERANGE);
+    assert_int_equal(mk_threshold(tu_cpu, &src, &dst, 10, 300, MK_THRESH_BINARY), MK_ERANGE);
+    assert_int_equal(mk_threshold(tu_cpu, &src, &dst, 10, 255, (mk_thresh_mode_t)9), MK_EINVAL);
+    assert_int_equal(mk_threshold(tu_cpu, &bgr, &dst, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
     assert_non_null(strstr(mk_err_msg(), "u8 gray"));
-    assert_int_equal(mk_threshold(cpu, &src, &small, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
+    assert_int_equal(mk_threshold(tu_cpu, &src, &small, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
     assert_int_equal(mk_threshold(NULL, &src, &dst, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
-    assert_int_equal(mk_threshold(cpu, NULL, &dst, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
-    assert_int_equal(mk_threshold_otsu(cpu, &src, NULL, 255, MK_THRESH_BINARY, &t), MK_EINVAL);
-    assert_int_equal(mk_threshold_otsu(cpu, &src, &dst, -5, MK_THRESH_BINARY, &t), MK_ERANGE);
+    assert_int_equal(mk_threshold(tu_cpu, NULL, &dst, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
+    assert_int_equal(mk_threshold_otsu(tu_cpu, &src, NULL, 255, MK_THRESH_BINARY, &t), MK_EINVAL);
+    assert_int_equal(mk_threshold_otsu(tu_cpu, &src, &dst, -5, MK_THRESH_BINARY, &t), MK_ERANGE);
     mk_image_t alias = src;
     alias.pitch += 4;
     alias.width = src.width;
-    assert_int_equal(mk_threshold(cpu, &src, &alias, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
+    assert_int_equal(mk_threshold(tu_cpu, &src, &alias, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
     mk_image_t dev = src;
     dev.mem = MK_MEM_DEVICE;
-    assert_int_equal(mk_threshold(cpu, &dev, &dst, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
-    assert_int_equal(mk_histogram(cpu, &bgr, hist), MK_EINVAL);
-    assert_int_equal(mk_histogram(cpu, &src, NULL), MK_EINVAL);
+    assert_int_equal(mk_threshold(tu_cpu, &dev, &dst, 10, 255, MK_THRESH_BINARY), MK_EINVAL);
+    assert_int_equal(mk_histogram(tu_cpu, &bgr, hist), MK_EINVAL);
+    assert_int_equal(mk_histogram(tu_cpu, &src, NULL), MK_EINVAL);
     assert_int_equal(mk_otsu_from_histogram(hist, 0), MK_EINVAL);
     mk_thresh_mode_t m;
     assert_int_equal(mk_thresh_mode_parse("otsu", &m), MK_EINVAL);
@@ -262,5 +248,5 @@ int main(void)
         cmocka_unit_test(test_opencv_otsu_real),
         cmocka_unit_test(test_bad_input),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_setup_cpu, tu_teardown_cpu);
 }

@@ -264,3 +264,26 @@ mk_image_t tu_real_channel(const char *path, int channel)
     return g;
 }
 
+
+mk_ctx_t *tu_cpu;
+
+int tu_setup_cpu(void **state)
+{
+    (void)state;
+    return mk_ctx_create(MK_BACKEND_CPU, &tu_cpu);
+}
+
+int tu_teardown_cpu(void **state)
+{
+    (void)state;
+    mk_ctx_destroy(tu_cpu);
+    tu_cpu = NULL;
+    return 0;
+}
+
+void tu_json_size(const cJSON *arr, int *w, int *h)
+{
+    assert_true(cJSON_IsArray(arr) && cJSON_GetArraySize(arr) == 2);
+    *w = cJSON_GetArrayItem(arr, 0)->valueint;
+    *h = cJSON_GetArrayItem(arr, 1)->valueint;
+}

@@ -77,6 +77,13 @@ mk_image_t tu_otsu_big(struct cJSON *c);
 /* Channel 0..2 (B, G, R) of a colour image file as a gray image. */
 mk_image_t tu_real_channel(const char *path, int channel);
 
+/* A CPU context for a whole cmocka group: tu_cpu, created by tu_setup_cpu and destroyed by tu_teardown_cpu. */
+extern mk_ctx_t *tu_cpu;
+int tu_setup_cpu(void **state);
+int tu_teardown_cpu(void **state);
+/* Width and height from a JSON array [w, h]. */
+void tu_json_size(const struct cJSON *arr, int *w, int *h);
+
 /* A CUDA context, or NULL with the reason in `why` (no GPU, CUDA not built). */
 mk_ctx_t *tu_cuda_ctx(char *why, size_t n);
 
