@@ -238,7 +238,6 @@ static void test_opencv_yuyv(void **state)
 {
     (void)state;
     cJSON *refs = tu_opencv_refs(), *c;
-    char path[4096];
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(refs, "yuyv"))
     {
         int w, h, nw, nh;
