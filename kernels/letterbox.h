@@ -5,7 +5,8 @@
  *  - MK_LETTERBOX_WARP: the seed's affine warp. Equal, byte for byte before the /255, to
  *    cv2.warpAffine(src, M, (W, H), INTER_LINEAR, BORDER_CONSTANT, 114) where M is the seed's AffineMatrix::i2d
  *    (scale s = min(W/w, H/h), tx = -s*w/2 + W/2 + s/2 - 1/2: pixel centres aligned), computed in float as the
- *    seed does. OpenCV's fixed-point arithmetic (1/32-pixel coordinates, 15-bit weights) is reproduced exactly.
+ *    seed does. OpenCV 4's fixed-point arithmetic (1/32-pixel coordinates, 15-bit weights) is reproduced exactly
+ *    (checked against OpenCV 4.6); OpenCV 5.0's float warpAffine differs from it by up to 2/255 on photos.
  *  - MK_LETTERBOX_DARKNET: Darknet's letterbox_image (resize_image's separable corner-aligned bilinear in float,
  *    embedded at ((W-new_w)/2, (H-new_h)/2) in an image filled with 0.5), bit for bit.
  * A YUYV source behaves as if first converted with cv::cvtColor(COLOR_YUV2RGB_YUYV) (BT.601 limited range). */

@@ -3,6 +3,7 @@
 and Otsu tests. Run with Debian's python3-opencv (OpenCV 4.6, built without IPP, so Otsu is OpenCV's own C++):
 
     /usr/bin/python3 tests/data/gen_opencv_refs.py [SHARED_DATA_DIR]
+    python3 tests/data/gen_opencv_refs.py --check [SHARED_DATA_DIR]   # compare this OpenCV with the stored refs
 
 Synthetic inputs are not stored: the tests regenerate them with the same xorshift64* generator (tests/testutil.c)
 from the seeds recorded here. Real inputs come from the shared data folder (GrabCut benchmark BMPs and Middlebury
@@ -17,7 +18,10 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "opencv")
-DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "shared", "data")
+CHECK = "--check" in sys.argv
+ARGS = [a for a in sys.argv[1:] if a != "--check"]
+DATA = ARGS[0] if ARGS else os.path.join(HERE, "..", "..", "..", "shared", "data")
+STORED = {}
 M64 = (1 << 64) - 1
 
 
@@ -66,7 +70,12 @@ def warp(img, dw, dh):
 
 def save_png(rel, img):
     path = os.path.join(OUT, rel)
-    assert cv2.imwrite(path, img), path
+    if CHECK:  # compare with the stored picture instead of writing it
+        old = cv2.imread(path, cv2.IMREAD_COLOR)
+        d = np.abs(old.astype(int) - img.astype(int))
+        STORED.setdefault("pictures", []).append((rel, int((d > 0).sum()), int(d.max()), d.size))
+    else:
+        assert cv2.imwrite(path, img), path
     return "opencv/" + rel  # relative to tests/data
 
 
@@ -185,6 +194,17 @@ def main():
         t, out = cv2.threshold(g, 0, 255, cv2.THRESH_BINARY | cv2.THRESH_OTSU)
         refs["otsu_real"].append({"image": rel, "channel": "bgr"[ch], "thresh": int(t), "fnv1a": fnv1a(out)})
 
+    if CHECK:
+        with open(os.path.join(OUT, "refs.json")) as f:
+            old = json.load(f)
+        print("OpenCV %s against the stored references (OpenCV %s):" % (cv2.__version__, old["opencv"]))
+        for rel, n, mx, size in STORED["pictures"]:
+            print("  %-26s %6d of %7d values differ, max |diff| %d" % (rel, n, size, mx))
+        for key in ("threshold", "otsu_synthetic", "otsu_big", "otsu_real"):
+            a, b = old[key], refs[key]
+            diff = [(x, y) for x, y in zip(a, b) if x != y]
+            print("  %-26s %d of %d differ %s" % (key, len(diff), len(a), diff[:3]))
+        return
     with open(os.path.join(OUT, "refs.json"), "w") as f:
         json.dump(refs, f, indent=1)
         f.write("\n")
