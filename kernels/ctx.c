@@ -11,6 +11,42 @@
 #include <strings.h>
 #include <time.h>
 
+/* Memory in the context's space (device for CUDA, host for the CPU). */
+static int ctx_alloc(mk_ctx_t *ctx, size_t bytes, void **p)
+{
+#ifdef MK_HAVE_CUDA
+    if (ctx->backend == MK_BACKEND_CUDA)
+        return mk_cuda_alloc(ctx, bytes, MK_MEM_DEVICE, p);
+#endif
+    (void)ctx;
+    if (!(*p = malloc(bytes)))
+        return mk_err_set(MK_ENOMEM, "cannot allocate %zu bytes of scratch", bytes);
+    return 0;
+}
+
+static void ctx_free(mk_ctx_t *ctx, void *p)
+{
+#ifdef MK_HAVE_CUDA
+    if (ctx->backend == MK_BACKEND_CUDA) {
+        mk_cuda_free(ctx, p, MK_MEM_DEVICE);
+        return;
+    }
+#endif
+    (void)ctx;
+    free(p);
+}
+
+static int ctx_zero(mk_ctx_t *ctx, void *p, size_t bytes)
+{
+#ifdef MK_HAVE_CUDA
+    if (ctx->backend == MK_BACKEND_CUDA)
+        return mk_cuda_memset2d(ctx, p, bytes, 0, bytes, 1);
+#endif
+    (void)ctx;
+    memset(p, 0, bytes);
+    return 0;
+}
+
 const char *mk_backend_name(mk_backend_t b)
 {
     switch (b) {
@@ -95,17 +131,9 @@ void mk_ctx_destroy(mk_ctx_t *ctx)
 {
     if (!ctx)
         return;
-    for (int i = 0; i < MK_SCRATCH_COUNT; i++) {
-        if (!ctx->scratch[i].ptr)
-            continue;
-        if (ctx->backend == MK_BACKEND_CUDA) {
-#ifdef MK_HAVE_CUDA
-            mk_cuda_free(ctx, ctx->scratch[i].ptr, MK_MEM_DEVICE);
-#endif
-        } else {
-            free(ctx->scratch[i].ptr);
-        }
-    }
+    for (int i = 0; i < MK_SCRATCH_COUNT; i++)
+        if (ctx->scratch[i].ptr)
+            ctx_free(ctx, ctx->scratch[i].ptr);
 #ifdef MK_HAVE_CUDA
     if (ctx->backend == MK_BACKEND_CUDA)
         mk_cuda_ctx_fini(ctx);
@@ -150,37 +178,18 @@ int mk_ctx_scratch(mk_ctx_t *ctx, mk_scratch_slot_t slot, size_t bytes, void **p
         return mk_err_set(MK_EINVAL, "scratch slot %d out of range", (int)slot);
     int rc, zero = ctx->scratch[slot].dirty;
     if (ctx->scratch[slot].bytes < bytes) {
-        void *p = NULL;
-        if (ctx->backend == MK_BACKEND_CUDA) {
-#ifdef MK_HAVE_CUDA
-            if (ctx->scratch[slot].ptr)
-                mk_cuda_free(ctx, ctx->scratch[slot].ptr, MK_MEM_DEVICE);
-            ctx->scratch[slot].ptr = NULL;
-            ctx->scratch[slot].bytes = 0;
-            if ((rc = mk_cuda_alloc(ctx, bytes, MK_MEM_DEVICE, &p)))
-                return rc;
-#endif
-        } else {
-            free(ctx->scratch[slot].ptr);
-            ctx->scratch[slot].ptr = NULL;
-            ctx->scratch[slot].bytes = 0;
-            if (!(p = malloc(bytes)))
-                return mk_err_set(MK_ENOMEM, "cannot allocate %zu bytes of scratch", bytes);
-        }
-        ctx->scratch[slot].ptr = p;
+        if (ctx->scratch[slot].ptr)
+            ctx_free(ctx, ctx->scratch[slot].ptr);
+        ctx->scratch[slot].ptr = NULL;
+        ctx->scratch[slot].bytes = 0;
+        if ((rc = ctx_alloc(ctx, bytes, &ctx->scratch[slot].ptr)))
+            return rc;
         ctx->scratch[slot].bytes = bytes;
         zero = 1;
     }
     if (zero) {
-        if (ctx->backend == MK_BACKEND_CUDA) {
-#ifdef MK_HAVE_CUDA
-            if ((rc = mk_cuda_memset2d(ctx, ctx->scratch[slot].ptr, ctx->scratch[slot].bytes, 0,
-                                       ctx->scratch[slot].bytes, 1)))
-                return rc;
-#endif
-        } else {
-            memset(ctx->scratch[slot].ptr, 0, ctx->scratch[slot].bytes);
-        }
+        if ((rc = ctx_zero(ctx, ctx->scratch[slot].ptr, ctx->scratch[slot].bytes)))
+            return rc;
         ctx->scratch[slot].dirty = 0;
     }
     if (fresh)
