@@ -65,6 +65,16 @@ const char *maskbus_strerror(int code)
     }
 }
 
+size_t maskbus_frame_size(void)
+{
+    return sizeof(maskbus_frame_t);
+}
+
+size_t maskbus_reader_opts_size(void)
+{
+    return sizeof(maskbus_reader_opts_t);
+}
+
 uint64_t maskbus_now_ns(void)
 {
     struct timespec ts;
@@ -1066,21 +1076,25 @@ int maskbus_reader_next(maskbus_reader_t *r, int timeout_ms, maskbus_frame_t *f)
             r->gone_reported = 0;
             return MASKBUS_WRITER_RESTARTED;
         }
-        if (!alive && !r->gone_reported && r->epoch != 0) {
-            r->gone_reported = 1;
-            return MASKBUS_WRITER_GONE;
-        }
-        if (!alive) {
-            reader_follow_name(r);
-            h = r->hdr;
-            if (!r->epoch) /* never had a writer: a later one is a start, not a restart */
-                r->epoch = writer_alive(h, now, NULL) ? LOAD_ACQ(&h->writer_epoch) : 0;
-        }
+        /* frames first: what a writer published before it died is still delivered, then its death */
         uint64_t pc = LOAD_ACQ(&h->publish_count);
         if (pc > r->last_seq) {
             int rc = reader_read_latest(r, f, now);
             if (rc != MASKBUS_TIMEOUT)
                 return rc;
+        }
+        if (!alive && !r->gone_reported && r->epoch != 0) {
+            r->gone_reported = 1;
+            return MASKBUS_WRITER_GONE;
+        }
+        if (!alive) {
+            uint64_t remaps = r->remaps;
+            reader_follow_name(r);
+            if (r->remaps != remaps) {
+                if (!r->epoch) /* never had a writer: a later one is a start, not a restart */
+                    r->epoch = writer_alive(r->hdr, now, NULL) ? LOAD_ACQ(&r->hdr->writer_epoch) : 0;
+                continue;
+            }
         }
         now = maskbus_now_ns();
         if (now >= deadline)

@@ -160,6 +160,11 @@ int maskbus_reader_status(maskbus_reader_t *r, maskbus_status_t *st);
 const char *maskbus_reader_error(const maskbus_reader_t *r);
 void maskbus_reader_close(maskbus_reader_t *r);
 
+/* sizeof(maskbus_frame_t) and sizeof(maskbus_reader_opts_t) of the library, for bindings (Python's ctypes) to check
+ * their mirror of these structs. */
+size_t maskbus_frame_size(void);
+size_t maskbus_reader_opts_size(void);
+
 /* CLOCK_MONOTONIC in nanoseconds, the bus's clock. */
 uint64_t maskbus_now_ns(void);
 
