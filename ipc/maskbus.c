@@ -889,6 +889,8 @@ int maskbus_reader_open(const char *instance, const maskbus_reader_opts_t *opts,
     }
     r->epoch = LOAD_ACQ(&r->hdr->writer_epoch);
     r->open_count = LOAD_ACQ(&r->hdr->publish_count);
+    if (!writer_alive(r->hdr, maskbus_now_ns(), NULL))
+        r->last_seq = r->open_count; /* a dead writer's last frame is stale: not delivered */
     reader_register(r);
     *out = r;
     return MASKBUS_OK;

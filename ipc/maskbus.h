@@ -138,7 +138,8 @@ int maskbus_reader_open(const char *instance, const maskbus_reader_opts_t *opts,
 /* Wait up to timeout_ms (-1 = forever) for a frame newer than the last one returned and read the newest.
  * Returns MASKBUS_FRAME (frame filled), MASKBUS_TIMEOUT, MASKBUS_WRITER_GONE (reported once per death; the reader
  * keeps watching the name, and picks up a restarted writer by itself), MASKBUS_WRITER_RESTARTED (reported once per
- * new epoch), or a negative error. A frame already published when the reader opened counts as new. */
+ * new epoch), or a negative error. A frame already published when the reader opened counts as new, unless the
+ * writer was dead or closed then (its last frame is stale; the first call reports MASKBUS_WRITER_GONE). */
 int maskbus_reader_next(maskbus_reader_t *r, int timeout_ms, maskbus_frame_t *frame);
 
 /* In-place mode: after using frame's plane pointers, MASKBUS_OK if the slot was not overwritten meanwhile

@@ -665,6 +665,13 @@ static void test_writer_death_and_restart(void **state)
     kill(wp, SIGKILL);
     waitpid(wp, NULL, 0);
     maskbus_reader_close(r);
+
+    /* a reader that opens a bus whose writer is gone gets no stale frame: it is told the writer is gone */
+    sleep_ms(2.5 * period_ms);
+    r = open_reader(name, 0);
+    assert_int_equal(maskbus_reader_next(r, 100, &f), MASKBUS_WRITER_GONE);
+    assert_int_equal(maskbus_reader_next(r, 30, &f), MASKBUS_TIMEOUT);
+    maskbus_reader_close(r);
     maskbus_unlink(name);
 }
 
