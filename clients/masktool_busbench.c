@@ -45,26 +45,12 @@ static cJSON *stats_us(uint64_t *v, size_t n)
     return o;
 }
 
-static int write_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n) {
-        ssize_t k = write(fd, c, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        c += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *p, size_t n)
+/* The whole buffer through a pipe, in either direction, across short transfers and signals. */
+static int pipe_all(int fd, void *p, size_t n, int writing)
 {
     char *c = p;
     while (n) {
-        ssize_t k = read(fd, c, n);
+        ssize_t k = writing ? write(fd, c, n) : read(fd, c, n);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -114,7 +100,7 @@ static int reader_main(const char *instance, uint64_t max_frames, int fd)
     maskbus_reader_status(r, &st);
     s.torn_retries = st.torn_retries;
     maskbus_reader_close(r);
-    int bad = write_all(fd, &s, sizeof(s)) || write_all(fd, lat, s.nlat * sizeof(uint64_t));
+    int bad = pipe_all(fd, &s, sizeof(s), 1) || pipe_all(fd, lat, s.nlat * sizeof(uint64_t), 1);
     free(lat);
     return bad;
 }
@@ -328,8 +314,9 @@ int mt_bus_bench(int argc, char **argv)
     for (long i = 0; i < readers; i++) {
         reader_summary_t s;
         uint64_t *lat = NULL;
-        int ok = read_all(fd[i], &s, sizeof(s)) == 0 && s.nlat <= (uint64_t)frames + 1 &&
-                 (lat = malloc((s.nlat + 1) * sizeof(uint64_t))) && read_all(fd[i], lat, s.nlat * sizeof(uint64_t)) == 0;
+        int ok = pipe_all(fd[i], &s, sizeof(s), 0) == 0 && s.nlat <= (uint64_t)frames + 1 &&
+                 (lat = malloc((s.nlat + 1) * sizeof(uint64_t))) &&
+                 pipe_all(fd[i], lat, s.nlat * sizeof(uint64_t), 0) == 0;
         close(fd[i]);
         int st = 0;
         waitpid(pid[i], &st, 0);

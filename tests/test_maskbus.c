@@ -185,6 +185,26 @@ static void wait_readers(maskbus_writer_t *w, unsigned n)
     assert_int_equal(live, n);
 }
 
+/* Start n reader processes (reader `in_place_one` reads in place, the others copy) and wait until they registered. */
+static void spawn_readers(maskbus_writer_t *w, reader_job_t job, int n, int in_place_one, child_t *c)
+{
+    for (int i = 0; i < n; i++) {
+        job.in_place = i == in_place_one;
+        c[i] = spawn_reader(&job);
+    }
+    wait_readers(w, (unsigned)n);
+}
+
+/* What every reader of a healthy run reports: opened, read to `last`, in order, no torn frame, no error. */
+static void assert_clean_report(const reader_report_t *rep, uint64_t last)
+{
+    assert_int_equal(rep->open_rc, MASKBUS_OK);
+    assert_int_equal(rep->bad_content, 0);
+    assert_int_equal(rep->out_of_order, 0);
+    assert_int_equal(rep->errors, 0);
+    assert_int_equal(rep->last_frame_seq, last);
+}
+
 /* ---- ABI -------------------------------------------------------------------------------------------------- */
 
 static void test_abi_layout(void **state)
@@ -395,11 +415,7 @@ static void test_readers_in_order(void **state)
     enum { NREADERS = 3, FRAMES = 100 };
     reader_job_t job = {.name = name, .until_seq = FRAMES, .timeout_ms = 2000};
     child_t c[NREADERS];
-    for (int i = 0; i < NREADERS; i++) {
-        job.in_place = i == 2;
-        c[i] = spawn_reader(&job);
-    }
-    wait_readers(w, NREADERS);
+    spawn_readers(w, job, NREADERS, 2, c);
     sleep_ms(20); /* let them read frame 1 */
     for (uint64_t s = 2; s <= FRAMES; s++) {
         publish_pattern(w, &p, s);
@@ -407,14 +423,10 @@ static void test_readers_in_order(void **state)
     }
     for (int i = 0; i < NREADERS; i++) {
         reader_report_t rep = join_reader(c[i]);
-        assert_int_equal(rep.open_rc, MASKBUS_OK);
+        assert_clean_report(&rep, FRAMES);
         assert_int_equal(rep.frames, FRAMES);
         assert_int_equal(rep.missed, 0);
-        assert_int_equal(rep.out_of_order, 0);
-        assert_int_equal(rep.bad_content, 0);
         assert_int_equal(rep.torn_discarded, 0);
-        assert_int_equal(rep.last_frame_seq, FRAMES);
-        assert_int_equal(rep.errors, 0);
     }
     unsigned live = 99;
     maskbus_writer_readers(w, &live, NULL);
@@ -479,11 +491,7 @@ static void test_stress_no_torn_reads(void **state)
     enum { FRAMES = 100000, NREADERS = 2 };
     reader_job_t job = {.name = name, .until_seq = FRAMES, .timeout_ms = 3000};
     child_t c[NREADERS];
-    for (int i = 0; i < NREADERS; i++) {
-        job.in_place = i == 1;
-        c[i] = spawn_reader(&job);
-    }
-    wait_readers(w, NREADERS);
+    spawn_readers(w, job, NREADERS, 1, c);
     for (uint64_t s = 1; s <= FRAMES; s++)
         publish_pattern(w, &p[(s / 5000) % 5], s);
     for (int i = 0; i < NREADERS; i++) {
@@ -492,11 +500,7 @@ static void test_stress_no_torn_reads(void **state)
                       "%llu bad\n", i, i ? "in place" : "copy", (unsigned long long)rep.frames,
                       (unsigned long long)rep.missed, (unsigned long long)rep.torn_retries,
                       (unsigned long long)rep.torn_discarded, (unsigned long long)rep.bad_content);
-        assert_int_equal(rep.open_rc, MASKBUS_OK);
-        assert_int_equal(rep.bad_content, 0);
-        assert_int_equal(rep.out_of_order, 0);
-        assert_int_equal(rep.errors, 0);
-        assert_int_equal(rep.last_frame_seq, FRAMES);
+        assert_clean_report(&rep, FRAMES);
         assert_int_equal(rep.frames + rep.missed, FRAMES);
         assert_true(rep.frames > 100);
     }
