@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -112,6 +115,44 @@ static void sleep_until(uint64_t t_ns)
     }
 }
 
+/* The machine's floor for any sleeping reader: the latency of a bare FUTEX_WAKE from one process to another that
+ * sleeps in FUTEX_WAIT, n times at 200 Hz, in nanoseconds. Returns the number of samples (0 on failure). */
+static size_t futex_floor(uint64_t *lat, size_t n)
+{
+    struct shared {
+        uint32_t word;
+        uint32_t pad;
+        uint64_t stamp;
+    };
+    struct shared *sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    uint64_t *out = mmap(NULL, n * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED || out == MAP_FAILED)
+        return 0;
+    pid_t p = fork();
+    if (p == 0) {
+        for (size_t i = 0; i < n; i++) {
+            while (__atomic_load_n(&sh->word, __ATOMIC_ACQUIRE) == (uint32_t)i)
+                syscall(SYS_futex, &sh->word, FUTEX_WAIT, (uint32_t)i, NULL, NULL, 0);
+            out[i] = maskbus_now_ns() - __atomic_load_n(&sh->stamp, __ATOMIC_ACQUIRE);
+        }
+        _exit(0);
+    }
+    uint64_t next = maskbus_now_ns() + 20000000ull;
+    for (size_t i = 0; p > 0 && i < n; i++) {
+        next += 5000000ull;
+        sleep_until(next);
+        __atomic_store_n(&sh->stamp, maskbus_now_ns(), __ATOMIC_RELEASE);
+        __atomic_store_n(&sh->word, (uint32_t)i + 1, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &sh->word, FUTEX_WAKE, 1, NULL, NULL, 0);
+    }
+    int st = 0;
+    size_t got = p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? n : 0;
+    memcpy(lat, out, got * sizeof(uint64_t));
+    munmap(sh, 4096);
+    munmap(out, n * sizeof(uint64_t));
+    return got;
+}
+
 static void bb_usage(FILE *f)
 {
     fprintf(f,
@@ -128,7 +169,8 @@ static void bb_usage(FILE *f)
             "  --rate FPS     publish rate (default 60; 0 = unthrottled)\n"
             "  --planes LIST  comma list of mask,alpha,frame,disp (default mask)\n"
             "  --bus NAME     bus instance (default bench-PID; removed afterwards unless given)\n"
-            "  --no-stall     keep every reader running for the whole run\n");
+            "  --no-stall     keep every reader running for the whole run\n"
+            "The JSON also gives the machine's floor: a bare futex wake from one process to a sleeping other.\n");
 }
 
 int mt_bus_bench(int argc, char **argv)
@@ -255,13 +297,15 @@ int mt_bus_bench(int argc, char **argv)
             int st;
             waitpid(pid[0], &st, WUNTRACED);
         }
-        maskbus_frame_in_t in;
-        maskbus_pattern_fill(&pat, (uint64_t)s + 1, &in);
-        in.capture_ns = maskbus_now_ns();
+        /* like a camera pipeline: wait for the frame, make it, publish it, wait again (the writer sleeps right after
+         * publishing, so that what is measured is the bus, not the writer competing with its readers for a core) */
         if (period) {
             next += period;
             sleep_until(next);
         }
+        maskbus_frame_in_t in;
+        maskbus_pattern_fill(&pat, (uint64_t)s + 1, &in);
+        in.capture_ns = maskbus_now_ns();
         uint64_t a = maskbus_now_ns();
         int rc = maskbus_writer_publish(wr, &in);
         pub[s] = maskbus_now_ns() - a;
@@ -334,14 +378,15 @@ int mt_bus_bench(int argc, char **argv)
             cJSON_AddBoolToObject(o, "stopped_half_way", i == 0 && half < frames);
             torn += s.torn_reads;
             failed |= s.torn_reads != 0 || s.errors != 0;
-            /* latencies of the stopped reader are not wake latencies: leave it out of the pooled figure */
+            /* the stopped reader's frames after SIGCONT waited for the signal, not for the bus: leave them out */
+            uint64_t keep = s.nlat;
+            if (i == 0 && half < frames && keep > 0 && s.frames > (uint64_t)half - 1)
+                keep -= s.frames - ((uint64_t)half - 1);
             uint64_t *grown = realloc(all, (nall + s.nlat + 1) * sizeof(uint64_t));
             if (grown) {
                 all = grown;
-                if (!(i == 0 && half < frames)) {
-                    memcpy(all + nall, lat, s.nlat * sizeof(uint64_t));
-                    nall += s.nlat;
-                }
+                memcpy(all + nall, lat, keep * sizeof(uint64_t));
+                nall += keep;
             }
             cJSON_AddItemToObject(o, "wake_latency_us", stats_us(lat, s.nlat));
         }
@@ -351,6 +396,13 @@ int mt_bus_bench(int argc, char **argv)
     if (readers > 0)
         cJSON_AddItemToObject(doc, "wake_latency_us", stats_us(all, nall));
     cJSON_AddNumberToObject(doc, "torn_reads", (double)torn);
+    if (readers > 0) {
+        uint64_t floor_lat[400];
+        size_t nf = futex_floor(floor_lat, 400);
+        cJSON *fl = stats_us(floor_lat, nf);
+        cJSON_AddStringToObject(fl, "what", "bare FUTEX_WAKE to a sleeping process, 200 Hz: the floor of any sleeping reader");
+        cJSON_AddItemToObject(doc, "futex_wake_floor_us", fl);
+    }
     free(all);
     free(pub);
     maskbus_pattern_free(&pat);

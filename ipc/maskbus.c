@@ -962,7 +962,7 @@ static int ensure_buf(maskbus_reader_t *r, unsigned i, size_t size)
 
 /* Read the newest slot consistently. MASKBUS_FRAME when it holds a frame newer than last_seq, MASKBUS_TIMEOUT
  * when it does not (nothing new), MASKBUS_EAGAIN when the writer kept overwriting it. */
-static int reader_read_latest(maskbus_reader_t *r, maskbus_frame_t *f, uint64_t wake)
+static int reader_read_latest(maskbus_reader_t *r, maskbus_frame_t *f)
 {
     for (int attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
         if (attempt)
@@ -990,6 +990,8 @@ static int reader_read_latest(maskbus_reader_t *r, maskbus_frame_t *f, uint64_t 
             continue;
         maskbus_slot_t meta;
         memcpy(&meta, s, sizeof(meta));
+        /* the moment this reader knows of the frame: its header was published (gen even) before this */
+        uint64_t wake = maskbus_now_ns();
         int valid = meta.publish_seq != 0;
         for (unsigned i = 0; valid && i < MASKBUS_MAX_PLANES; i++) {
             const maskbus_plane_t *p = &meta.plane[i];
@@ -1081,7 +1083,7 @@ int maskbus_reader_next(maskbus_reader_t *r, int timeout_ms, maskbus_frame_t *f)
         /* frames first: what a writer published before it died is still delivered, then its death */
         uint64_t pc = LOAD_ACQ(&h->publish_count);
         if (pc > r->last_seq) {
-            int rc = reader_read_latest(r, f, now);
+            int rc = reader_read_latest(r, f);
             if (rc != MASKBUS_TIMEOUT)
                 return rc;
         }
