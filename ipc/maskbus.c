@@ -1084,6 +1084,14 @@ int maskbus_reader_next(maskbus_reader_t *r, int timeout_ms, maskbus_frame_t *f)
         uint64_t pc = LOAD_ACQ(&h->publish_count);
         if (pc > r->last_seq) {
             int rc = reader_read_latest(r, f);
+            if (rc == MASKBUS_EAGAIN) {
+                /* the writer lapped this reader during every attempt (a loaded machine): try again until the
+                 * deadline rather than give up on a frame that is there */
+                if (maskbus_now_ns() >= deadline)
+                    return rc;
+                sched_yield();
+                continue;
+            }
             if (rc != MASKBUS_TIMEOUT)
                 return rc;
         }

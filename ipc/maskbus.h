@@ -36,7 +36,7 @@ enum {
     MASKBUS_ERANGE = -8,          /* a frame does not fit, or a size is out of range */
     MASKBUS_ESYS = -9,            /* a system call failed (errno text in the message) */
     MASKBUS_ETORN = -10,          /* maskbus_reader_check: the slot was overwritten while it was read */
-    MASKBUS_EAGAIN = -11,         /* the writer kept overwriting the slot being read; try again */
+    MASKBUS_EAGAIN = -11,         /* the writer kept overwriting the newest slot until the timeout; try again */
 };
 
 const char *maskbus_strerror(int code);
