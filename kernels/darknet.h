@@ -65,6 +65,10 @@ int mk_net_yolo_count(const mk_net_t *net);
 /* The k-th [yolo] layer's metadata and output of the last forward pass (data NULL before the first). */
 int mk_net_yolo_output(const mk_net_t *net, int k, mk_yolo_layer_t *out);
 
+/* Copies the k-th yolo output of the last forward pass into host memory (`count` floats: exactly
+ * n * (5 + classes) * h * w), waiting for the pass to finish. */
+int mk_net_yolo_read(mk_net_t *net, int k, float *dst, size_t count);
+
 /* Number of cfg layers (sections after [net]) and the multiply-adds of one forward pass times 2 (Darknet's
  * "BFLOPS" x 1e9, convolutions only). */
 int mk_net_layer_count(const mk_net_t *net);

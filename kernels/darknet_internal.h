@@ -3,8 +3,9 @@
  *
  * Invariants (established by the loader, relied on by the backends without re-checking):
  *  - Every tensor is one image, float32, CHW, contiguous (c * h * w values), batch 1.
- *  - A layer's inputs are earlier layers (or -1 = the network input) and are never [dropout] layers: references
- *    to a dropout are resolved to what the dropout passes through, so backends skip MK_LAYER_DROPOUT entirely.
+ *  - A layer's inputs (input, route.layers, shortcut.from) are earlier layers or -1 = the network input, and are
+ *    never [dropout] layers: references to a dropout are resolved to what the dropout passes through (which is
+ *    how a route or shortcut can name -1), so backends skip MK_LAYER_DROPOUT entirely.
  *  - Shapes are consistent and non-empty; c * h * w and every weight count fit in an int.
  *  - Convolution weights and biases are on the host, batch norm already folded in.
  *
@@ -140,6 +141,18 @@ static inline size_t mk_layer_out_size(const mk_layer_t *l)
 /* Name of a layer type / activation as the cfg writes it ("convolutional", "leaky"). */
 const char *mk_layer_type_name(mk_layer_type_t t);
 const char *mk_act_name(mk_act_t a);
+
+/* The weights (darknet_weights.c), into each convolution's weights and biases with batch norm folded.
+ * mk_net_weights_parse reads a Darknet weights file's bytes: the header (major, minor, revision as int32, then
+ * `seen` as uint64 when major * 10 + minor >= 2 and both are below 1000 (the transposed-format marker), else as
+ * uint32), then per convolution in cfg order: biases[filters], if batch_normalize scales[filters],
+ * rolling_mean[filters] and rolling_variance[filters], then weights. The size must match the cfg exactly.
+ * mk_net_weights_random draws the same quantities from a seeded generator. */
+int mk_net_weights_parse(mk_net_t *net, const void *data, size_t len, const char *name);
+int mk_net_weights_random(mk_net_t *net, uint64_t seed);
+/* Darknet's batch-norm epsilon in fuse_conv_batchnorm: w' = w * s / sqrt(var + eps), b' = b - s * mean /
+ * sqrt(var + eps), evaluated in double. */
+#define MK_NET_BN_EPS 0.00001
 
 /* mk_net_load from memory: the cfg text (cfg_name used in messages), and the weights file's bytes (NULL: random
  * weights from opts->seed; weights_name used in messages). */
