@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: build with CUDA, run every test suite, benchmark the kernels on the CUDA and
 # CPU backends and OpenCV on the CPU, write logs and JSON under $OUT. Needs .device/ (../shared/device/stage.sh,
-# DATA="images grabcut middlebury") carried along. Usage: bash tests/bench/device.sh [bench|test|all]
+# DATA="images grabcut middlebury") carried along. Usage: bash tests/bench/device.sh [bench|test|bus|all]
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-/tmp/out}
@@ -22,13 +22,23 @@ meson setup build-gpu "${opts[@]}" > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.
 grep -A8 "Backends" "$OUT/setup.log"
 ninja -C build-gpu > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
 rc=0
-if [ "$what" != bench ]; then
+if [ "$what" != bench ] && [ "$what" != bus ]; then
     meson test -C build-gpu --print-errorlogs > "$OUT/test.log" 2>&1 || rc=1
     grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
     grep -hE "CUDA device:|otsu parity|darknet letterbox:|skipping|SKIP" build-gpu/meson-logs/testlog.txt | sort | uniq -c
     [ $rc = 0 ] || grep -B2 -A30 "FAIL\|ERROR" "$OUT/test.log" | head -80
 fi
-if [ "$what" != test ]; then
+if [ "$what" = bus ] || [ "$what" = all ]; then
+    # the frame bus (CPU only): 720p masks at 60 fps, readers 1/2/4, the stall phase on; and 1080p mask+frame
+    for n in 1 2 4; do
+        build-gpu/clients/masktool bus-bench --readers $n --frames 1200 --rate 60 --size 1280x720 > "$OUT/bus_720p_r$n.json" || rc=1
+    done
+    build-gpu/clients/masktool bus-bench --readers 2 --frames 1200 --rate 60 --size 1280x720 --no-stall > "$OUT/bus_720p_r2_nostall.json" || rc=1
+    build-gpu/clients/masktool bus-bench --readers 2 --frames 600 --rate 30 --size 1920x1080 --planes mask,frame > "$OUT/bus_1080p_frame.json" || rc=1
+    build-gpu/clients/masktool bus-bench --readers 2 --frames 20000 --rate 0 --size 640x480 > "$OUT/bus_unthrottled.json" || rc=1
+    python3 tests/bench/bus_report.py "$OUT"/bus_*.json | tee "$OUT/bus_report.md"
+fi
+if [ "$what" != test ] && [ "$what" != bus ]; then
     build-gpu/clients/masktool bench all --backend cuda > "$OUT/bench_cuda.json" || rc=1
     build-gpu/clients/masktool bench all --backend cpu --runs 200 --warmup 5 > "$OUT/bench_cpu.json" || rc=1
     python3 tests/bench/anchor_opencv.py > "$OUT/anchor.json" || rc=1
