@@ -5,6 +5,7 @@
 #define MK_BACKEND_H
 
 #include "ctx_internal.h"
+#include "darknet.h"
 #include "letterbox.h"
 #include "threshold.h"
 
@@ -22,8 +23,14 @@ MK_OP(mk_threshold, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int 
 MK_OP(mk_threshold_otsu, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int maxval,
                           mk_thresh_mode_t mode, int *thresh_out))
 MK_OP(mk_histogram, (mk_ctx_t *ctx, const mk_image_t *src, uint32_t hist[256]))
+/* Darknet networks (darknet_internal.h says what each hook must do). */
+MK_OP(mk_net_prepare, (mk_ctx_t *ctx, mk_net_t *net))
+MK_OP(mk_net_forward, (mk_ctx_t *ctx, mk_net_t *net, const mk_image_t *input))
 
 #undef MK_OP
+
+void mk_net_release_cpu(mk_ctx_t *ctx, mk_net_t *net);
+void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net);
 
 /* CUDA runtime services for the context and images (kernels/cuda/ctx_cuda.cu). */
 int mk_cuda_probe(char *why, size_t why_len);
