@@ -1,4 +1,4 @@
-/* masktool: the offline tool — letterbox, threshold, info, demo and benchmarks of maskd's kernels. */
+/* masktool: the offline tool — letterbox, threshold, decode, info, demo and benchmarks of maskd's kernels. */
 #include "masktool.h"
 
 #include "errors.h"
@@ -563,7 +563,8 @@ static const struct {
 } commands[] = {
     {"letterbox", "letterbox an image to a network input (float32 CHW)", cmd_letterbox},
     {"threshold", "binarise a gray image with a fixed or Otsu threshold", cmd_threshold},
-    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|all)", mt_bench},
+    {"decode", "decode + NMS of dumped [yolo] outputs, print detections as JSON", mt_decode},
+    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|yolo-decode|all)", mt_bench},
     {"demo", "run the kernels on a built-in scene (no camera or data needed)", cmd_demo},
     {"info", "print the backends and devices this build can use", cmd_info},
 };

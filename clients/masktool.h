@@ -19,5 +19,6 @@ int mt_source_image(const char *path, mk_format_t format, int w, int h, mk_image
 void mt_print_json(cJSON *doc, int pretty);
 
 int mt_bench(int argc, char **argv);
+int mt_decode(int argc, char **argv);
 
 #endif

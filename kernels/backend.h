@@ -7,6 +7,7 @@
 #include "ctx_internal.h"
 #include "letterbox.h"
 #include "threshold.h"
+#include "yolo.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,6 +23,9 @@ MK_OP(mk_threshold, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int 
 MK_OP(mk_threshold_otsu, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int maxval,
                           mk_thresh_mode_t mode, int *thresh_out))
 MK_OP(mk_histogram, (mk_ctx_t *ctx, const mk_image_t *src, uint32_t hist[256]))
+/* max_out arrives already limited by top_k, and is at least 1. */
+MK_OP(mk_yolo_detect, (mk_ctx_t *ctx, const mk_yolo_layer_t *layers, int nlayers, const mk_letterbox_t *lb,
+                       const mk_yolo_params_t *p, mk_detection_t *out, int max_out, int *n_out))
 
 #undef MK_OP
 
