@@ -411,8 +411,8 @@ static int bench_yolo(mk_ctx_t *ctx, int runs, int warmup, cJSON *results, char 
     snprintf(data, sizeof data, "%s", env ? env : "../shared/data");
     snprintf(probe, sizeof probe, "%s/reference/darknet", data);
     if (stat(probe, &st) == 0) {
-        rc = bench_yolo_reference(ctx, data, "yolo-fastest-1.1-coco", "models/yolo-fastest-1.1-coco/yolo-fastest-1.1.cfg",
-                                  "dog", runs, warmup, results);
+        rc = bench_yolo_reference(ctx, data, "yolo-fastest-1.1-coco",
+                                  "models/yolo-fastest-1.1-coco/yolo-fastest-1.1.cfg", "dog", runs, warmup, results);
         if (!rc)
             rc = bench_yolo_reference(ctx, data, "yolo-fastest-1.1-body",
                                       "models/yolo-fastest-1.1-body/yolo-fastest-1.1_body.cfg", "person", runs, warmup,

@@ -3,7 +3,8 @@
  * Each formula is Darknet's (AlexeyAB yolo_layer.c and box.c), with C's float/double promotions written out so
  * that every operation rounds once in the same order on both backends (see px.h). The one library function
  * Darknet calls, exp(), is replaced by mk_px_exp: the same arithmetic on host and device, so the boxes agree bit
- * for bit, and within an ulp of double of libm, so they agree with Darknet's float results. */
+ * for bit, and within an ulp of double of libm, so they agree with Darknet's float results. Halving is written as a
+ * multiplication by 0.5, which gives exactly the quotient by 2 (both are the exact value, correctly rounded). */
 #ifndef MK_YOLO_PX_H
 #define MK_YOLO_PX_H
 
@@ -89,21 +90,21 @@ MK_PX void mk_px_yolo_place(const mk_letterbox_t *lb, const float b[4], float nb
         float deltaw = (float)(lb->dst_w - lb->new_w), deltah = (float)(lb->dst_h - lb->new_h);
         float ratiow = MK_FDIV((float)lb->new_w, (float)lb->dst_w);
         float ratioh = MK_FDIV((float)lb->new_h, (float)lb->dst_h);
-        nbox[0] = (float)MK_DDIV(MK_DSUB((double)b[0], MK_DDIV(MK_DDIV((double)deltaw, 2.0), (double)lb->dst_w)),
+        nbox[0] = (float)MK_DDIV(MK_DSUB((double)b[0], MK_DDIV(MK_DMUL((double)deltaw, 0.5), (double)lb->dst_w)),
                                  (double)ratiow);
-        nbox[1] = (float)MK_DDIV(MK_DSUB((double)b[1], MK_DDIV(MK_DDIV((double)deltah, 2.0), (double)lb->dst_h)),
+        nbox[1] = (float)MK_DDIV(MK_DSUB((double)b[1], MK_DDIV(MK_DMUL((double)deltah, 0.5), (double)lb->dst_h)),
                                  (double)ratioh);
         nbox[2] = MK_FMUL(b[2], MK_FDIV(1.0f, ratiow));
         nbox[3] = MK_FMUL(b[3], MK_FDIV(1.0f, ratioh));
-        obox[0] = (float)MK_DMUL(MK_DSUB((double)nbox[0], MK_DDIV((double)nbox[2], 2.0)), (double)lb->src_w);
-        obox[1] = (float)MK_DMUL(MK_DSUB((double)nbox[1], MK_DDIV((double)nbox[3], 2.0)), (double)lb->src_h);
+        obox[0] = (float)MK_DMUL(MK_DSUB((double)nbox[0], MK_DMUL((double)nbox[2], 0.5)), (double)lb->src_w);
+        obox[1] = (float)MK_DMUL(MK_DSUB((double)nbox[1], MK_DMUL((double)nbox[3], 0.5)), (double)lb->src_h);
         obox[2] = (float)MK_DMUL((double)nbox[2], (double)lb->src_w);
         obox[3] = (float)MK_DMUL((double)nbox[3], (double)lb->src_h);
         return;
     }
     float w = MK_FMUL(b[2], (float)lb->dst_w), h = MK_FMUL(b[3], (float)lb->dst_h);
-    float left = MK_FSUB(MK_FMUL(b[0], (float)lb->dst_w), MK_FDIV(w, 2.0f));
-    float top = MK_FSUB(MK_FMUL(b[1], (float)lb->dst_h), MK_FDIV(h, 2.0f));
+    float left = MK_FSUB(MK_FMUL(b[0], (float)lb->dst_w), MK_FMUL(w, 0.5f));
+    float top = MK_FSUB(MK_FMUL(b[1], (float)lb->dst_h), MK_FMUL(h, 0.5f));
     double x0 = MK_DADD(MK_DMUL((double)left, lb->sx), lb->tx);
     double y0 = MK_DADD(MK_DMUL((double)top, lb->sy), lb->ty);
     double x1 = MK_DADD(MK_DMUL(MK_DADD((double)left, (double)w), lb->sx), lb->tx);
@@ -112,8 +113,8 @@ MK_PX void mk_px_yolo_place(const mk_letterbox_t *lb, const float b[4], float nb
     obox[1] = (float)y0;
     obox[2] = (float)MK_DSUB(x1, x0);
     obox[3] = (float)MK_DSUB(y1, y0);
-    nbox[0] = MK_FADD(obox[0], MK_FDIV(obox[2], 2.0f));
-    nbox[1] = MK_FADD(obox[1], MK_FDIV(obox[3], 2.0f));
+    nbox[0] = MK_FADD(obox[0], MK_FMUL(obox[2], 0.5f));
+    nbox[1] = MK_FADD(obox[1], MK_FMUL(obox[3], 0.5f));
     nbox[2] = obox[2];
     nbox[3] = obox[3];
 }
@@ -121,9 +122,9 @@ MK_PX void mk_px_yolo_place(const mk_letterbox_t *lb, const float b[4], float nb
 /* Darknet's overlap(): the length of the intersection of two centred intervals (negative when disjoint). */
 MK_PX float mk_px_overlap(float x1, float w1, float x2, float w2)
 {
-    float l1 = MK_FSUB(x1, MK_FDIV(w1, 2.0f)), l2 = MK_FSUB(x2, MK_FDIV(w2, 2.0f));
+    float l1 = MK_FSUB(x1, MK_FMUL(w1, 0.5f)), l2 = MK_FSUB(x2, MK_FMUL(w2, 0.5f));
     float left = l1 > l2 ? l1 : l2;
-    float r1 = MK_FADD(x1, MK_FDIV(w1, 2.0f)), r2 = MK_FADD(x2, MK_FDIV(w2, 2.0f));
+    float r1 = MK_FADD(x1, MK_FMUL(w1, 0.5f)), r2 = MK_FADD(x2, MK_FMUL(w2, 0.5f));
     float right = r1 < r2 ? r1 : r2;
     return MK_FSUB(right, left);
 }

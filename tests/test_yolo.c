@@ -30,7 +30,8 @@ static int detect(const mk_yolo_layer_t *l, int nl, const mk_letterbox_t *lb, co
     memset(out, 0xa5, (size_t)(max_out + GUARD) * sizeof *out);
     TU_OK(mk_yolo_detect(tu_cpu, l, nl, lb, p, out, max_out, &n));
     assert_true(n >= 0 && n <= max_out);
-    for (const unsigned char *b = (const unsigned char *)(out + n); b < (const unsigned char *)(out + max_out + GUARD); b++)
+    const unsigned char *end = (const unsigned char *)(out + max_out + GUARD);
+    for (const unsigned char *b = (const unsigned char *)(out + n); b < end; b++)
         if (*b != 0xa5)
             fail_msg("decode wrote beyond its %d detections", n);
     return n;
@@ -631,9 +632,9 @@ static void test_bad_input(void **state)
         case 7: b[1].data = NULL, want = MK_EINVAL; break;
         default: b[0].net_w = b[1].net_w = 32, want = MK_EINVAL; break; /* the letterbox makes 64x64 */
         }
-        if (mk_yolo_detect(tu_cpu, b, 2, &lb, &p, out, 4, &n) != want)
-            fail_msg("bad layer case %d: got %s (%s)", f, mk_err_name(mk_yolo_detect(tu_cpu, b, 2, &lb, &p, out, 4, &n)),
-                     mk_err_msg());
+        int rc = mk_yolo_detect(tu_cpu, b, 2, &lb, &p, out, 4, &n);
+        if (rc != want)
+            fail_msg("bad layer case %d: got %s (%s), want %s", f, mk_err_name(rc), mk_err_msg(), mk_err_name(want));
     }
     /* Too many boxes in all. */
     mk_yolo_layer_t big = l[0];

@@ -360,8 +360,9 @@ extern "C" int mk_yolo_detect_cuda(mk_ctx_t *ctx, const mk_yolo_layer_t *layers,
     size_t cap = (budget - (size_t)words * sizeof(unsigned)) / kEntryBytes;
     cap = cap < (size_t)args.boxes ? cap : (size_t)args.boxes;
     size_t smem = (size_t)words * sizeof(unsigned) + cap * kEntryBytes;
+    /* The allowance is the device's maximum whatever this call needs: the same value from every context. */
     if (smem > (size_t)kSmemDefault &&
-        (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(class_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem))))
+        (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(class_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin))))
         return rc;
     cudaStream_t st = MK_STREAM(ctx);
 
