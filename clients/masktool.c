@@ -1,4 +1,4 @@
-/* masktool: the offline tool — letterbox, threshold, info, demo and benchmarks of maskd's kernels. */
+/* masktool: the offline tool — letterbox, threshold, decode, info, demo and benchmarks of maskd's kernels. */
 #include "masktool.h"
 
 #include "errors.h"
@@ -564,7 +564,8 @@ static const struct {
     {"letterbox", "letterbox an image to a network input (float32 CHW)", cmd_letterbox},
     {"threshold", "binarise a gray image with a fixed or Otsu threshold", cmd_threshold},
     {"forward", "run a Darknet network on a raw input tensor, write the yolo outputs", mt_forward},
-    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|all)", mt_bench},
+    {"decode", "decode + NMS of dumped [yolo] outputs, print detections as JSON", mt_decode},
+    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|yolo-decode|all)", mt_bench},
     {"bus-bench", "benchmark the frame bus with reader processes, print JSON (also a test writer)", mt_bus_bench},
     {"demo", "run the kernels on a built-in scene (no camera or data needed)", cmd_demo},
     {"info", "print the backends and devices this build can use", cmd_info},

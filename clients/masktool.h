@@ -21,5 +21,6 @@ void mt_print_json(cJSON *doc, int pretty);
 int mt_bench(int argc, char **argv);
 int mt_bus_bench(int argc, char **argv);
 int mt_forward(int argc, char **argv);
+int mt_decode(int argc, char **argv);
 
 #endif

@@ -1,9 +1,12 @@
 /* masktool_bench: `masktool bench OP` — timing of the kernels on real data, printed as JSON. */
 #include "masktool.h"
+#include "yolo_cfg.h"
 
 #include "errors.h"
+#include "imageio.h"
 #include "letterbox.h"
 #include "threshold.h"
+#include "yolo.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -12,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 /* Source buffers rotate so that together they exceed the GPU's L2 (50 MB on an H100): each run then reads its
  * input from device memory as a fresh frame would, not from cache. */
@@ -200,6 +205,237 @@ static int bench_one(mk_ctx_t *ctx, int op, mk_letterbox_mode_t mode, int yuyv, 
     return rc;
 }
 
+/* ---- yolo decode + NMS ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    mk_ctx_t *ctx;
+    const mk_yolo_layer_t *layers;
+    int nlayers;
+    const mk_letterbox_t *lb;
+    const mk_yolo_params_t *p;
+    mk_detection_t *out;
+    int max_out, n;
+} yolo_run_t;
+
+static int yolo_once(void *arg)
+{
+    yolo_run_t *r = arg;
+    return mk_yolo_detect(r->ctx, r->layers, r->nlayers, r->lb, r->p, r->out, r->max_out, &r->n);
+}
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* Times decode + NMS of host layers `hl` (uploaded once) and appends the result; the counts of boxes above the
+ * thresholds say how much work the case is. */
+static int bench_yolo_case(mk_ctx_t *ctx, const char *variant, const mk_yolo_layer_t *hl, int nlayers,
+                           const mk_letterbox_t *lb, const mk_yolo_params_t *p, int max_out, int runs, int warmup,
+                           cJSON *results)
+{
+    mk_yolo_layer_t dl[MK_YOLO_MAX_LAYERS];
+    mk_image_t imgs[MK_YOLO_MAX_LAYERS];
+    long boxes = 0, cands = 0, pairs = 0;
+    for (int k = 0; k < nlayers; k++) {
+        const mk_yolo_layer_t *l = &hl[k];
+        size_t plane = (size_t)l->w * l->h;
+        boxes += (long)(plane * (size_t)l->n);
+        for (int a = 0; a < l->n; a++)
+            for (size_t i = 0; i < plane; i++) {
+                const float *e = l->data + (size_t)a * (size_t)(5 + l->classes) * plane + i;
+                if (!(e[4 * plane] > p->thresh))
+                    continue;
+                cands++;
+                for (int c = 0; c < l->classes; c++)
+                    pairs += e[4 * plane] * e[(size_t)(5 + c) * plane] > p->thresh;
+            }
+    }
+    yolo_run_t r = {.ctx = ctx, .layers = dl, .nlayers = nlayers, .lb = lb, .p = p, .max_out = max_out};
+    double *t = calloc((size_t)runs, sizeof *t), *wall = calloc((size_t)runs, sizeof *wall);
+    r.out = calloc((size_t)max_out, sizeof *r.out);
+    int rc = t && wall && r.out ? mt_yolo_layers_to_ctx(ctx, hl, nlayers, imgs, dl)
+                                : mk_err_set(MK_ENOMEM, "out of memory");
+    if (!rc)
+        rc = mk_ctx_sync(ctx);
+    for (int i = 0; i < warmup && !rc; i++) {
+        double us;
+        rc = mk_ctx_time_us(ctx, yolo_once, &r, &us);
+    }
+    for (int i = 0; i < runs && !rc; i++) {
+        double w0 = now_us();
+        rc = mk_ctx_time_us(ctx, yolo_once, &r, &t[i]);
+        wall[i] = now_us() - w0;
+    }
+    if (!rc) {
+        qsort(t, (size_t)runs, sizeof *t, cmp_double);
+        qsort(wall, (size_t)runs, sizeof *wall, cmp_double);
+        double sum = 0;
+        for (int i = 0; i < runs; i++)
+            sum += t[i];
+        int p99 = (int)ceil(0.99 * runs) - 1;
+        char size[32];
+        snprintf(size, sizeof size, "%dx%d", lb->src_w, lb->src_h);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "op", "yolo-decode");
+        cJSON_AddStringToObject(o, "variant", variant);
+        cJSON_AddStringToObject(o, "size", size);
+        cJSON_AddStringToObject(o, "letterbox", mk_letterbox_mode_name(lb->mode));
+        cJSON_AddNumberToObject(o, "classes", hl[0].classes);
+        cJSON_AddNumberToObject(o, "boxes", (double)boxes);
+        cJSON_AddNumberToObject(o, "candidates", (double)cands);
+        cJSON_AddNumberToObject(o, "pairs", (double)pairs);
+        cJSON_AddNumberToObject(o, "detections", r.n);
+        cJSON_AddNumberToObject(o, "max_out", max_out);
+        cJSON_AddNumberToObject(o, "thresh", round(p->thresh * 1e4) / 1e4);
+        cJSON_AddNumberToObject(o, "nms", round(p->nms * 1e4) / 1e4);
+        cJSON_AddNumberToObject(o, "runs", runs);
+        cJSON_AddNumberToObject(o, "warmup", warmup);
+        cJSON_AddNumberToObject(o, "median_us", round(t[runs / 2] * 100) / 100);
+        cJSON_AddNumberToObject(o, "p99_us", round(t[p99] * 100) / 100);
+        cJSON_AddNumberToObject(o, "min_us", round(t[0] * 100) / 100);
+        cJSON_AddNumberToObject(o, "mean_us", round(sum / runs * 100) / 100);
+        cJSON_AddNumberToObject(o, "wall_median_us", round(wall[runs / 2] * 100) / 100);
+        cJSON_AddNumberToObject(o, "wall_p99_us", round(wall[p99] * 100) / 100);
+        cJSON_AddItemToArray(results, o);
+    }
+    for (int k = 0; k < nlayers && t && wall && r.out; k++)
+        mk_image_free(ctx, &imgs[k]);
+    free(t);
+    free(wall);
+    free(r.out);
+    return rc;
+}
+
+/* xorshift64*: uniform in [0, 1). */
+static float rnd(uint64_t *x)
+{
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    return (float)((*x * 0x2545f4914f6cdd1dull) >> 40) / (float)(1 << 24);
+}
+
+/* A YOLOv3-416-like output (grids 13, 26, 52; YOLOv3's anchors) of uniform random values: objectness in [0, 1),
+ * so about 3 boxes in 4 pass a 0.25 threshold. With one class its score is in [0.5, 1); with more, a box has one
+ * strong class, sometimes a second, and every other score at 0.02. */
+static int synth_layers(int classes, uint64_t seed, mk_yolo_layer_t *layers)
+{
+    static const float anchors[18] = {10, 13, 16, 30, 33, 23, 30, 61, 62, 45, 59, 119, 116, 90, 156, 198, 373, 326};
+    uint64_t x = seed;
+    for (int k = 0; k < 3; k++) {
+        mk_yolo_layer_t *l = &layers[k];
+        memset(l, 0, sizeof *l);
+        l->w = l->h = 13 << k;
+        l->n = 3;
+        l->classes = classes;
+        l->net_w = l->net_h = 416;
+        l->scale_x_y = 1;
+        memcpy(l->anchors, anchors + 6 * (2 - k), 6 * sizeof(float));
+        size_t plane = (size_t)l->w * l->h, per = (size_t)(5 + classes) * plane;
+        float *d = malloc((size_t)l->n * per * sizeof(float));
+        if (!d)
+            return mk_err_set(MK_ENOMEM, "out of memory");
+        l->data = d;
+        for (int a = 0; a < l->n; a++)
+            for (size_t i = 0; i < plane; i++) {
+                float *e = d + (size_t)a * per + i;
+                e[0] = rnd(&x);
+                e[plane] = rnd(&x);
+                e[2 * plane] = 2 * rnd(&x) - 1;
+                e[3 * plane] = 2 * rnd(&x) - 1;
+                e[4 * plane] = rnd(&x);
+                if (classes == 1) {
+                    e[5 * plane] = 0.5f + 0.5f * rnd(&x);
+                    continue;
+                }
+                for (int c = 0; c < classes; c++)
+                    e[(size_t)(5 + c) * plane] = 0.02f;
+                e[(size_t)(5 + (int)(rnd(&x) * classes)) * plane] = 0.4f + 0.6f * rnd(&x);
+                if (rnd(&x) < 0.25f)
+                    e[(size_t)(5 + (int)(rnd(&x) * classes)) * plane] = 0.3f + 0.6f * rnd(&x);
+            }
+    }
+    return 0;
+}
+
+/* The reference Darknet outputs of one image (reference/darknet/MODEL/NAME.*) with its cfg, size and thresholds. */
+static int bench_yolo_reference(mk_ctx_t *ctx, const char *data, const char *model, const char *cfg_rel,
+                                const char *name, int runs, int warmup, cJSON *results)
+{
+    char path[4200], prefix[4096], variant[256];
+    mt_yolo_cfg_t cfg;
+    mk_yolo_layer_t hl[MK_YOLO_MAX_LAYERS];
+    mk_yolo_params_t p = mk_yolo_params_default();
+    mk_letterbox_t lb;
+    void *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/%s", data, cfg_rel);
+    snprintf(prefix, sizeof prefix, "%s/reference/darknet/%s/%s", data, model, name);
+    int rc = mt_yolo_cfg_read(path, &cfg);
+    if (rc)
+        return rc;
+    snprintf(path, sizeof path, "%s.json", prefix);
+    if ((rc = mk_file_read(path, &text, &len)))
+        return rc;
+    cJSON *j = cJSON_ParseWithLength(text, len);
+    free(text);
+    cJSON *iw = cJSON_GetObjectItem(j, "image_w"), *ih = cJSON_GetObjectItem(j, "image_h");
+    cJSON *th = cJSON_GetObjectItem(j, "thresh"), *nms = cJSON_GetObjectItem(j, "nms");
+    if (!cJSON_IsNumber(iw) || !cJSON_IsNumber(ih) || !cJSON_IsNumber(th) || !cJSON_IsNumber(nms)) {
+        cJSON_Delete(j);
+        return mk_err_set(MK_EFORMAT, "%s: no image_w, image_h, thresh and nms", path);
+    }
+    p.thresh = (float)th->valuedouble;
+    p.nms = (float)nms->valuedouble;
+    rc = mk_letterbox_plan(&lb, iw->valueint, ih->valueint, cfg.net_w, cfg.net_h, MK_LETTERBOX_DARKNET);
+    cJSON_Delete(j);
+    if (rc || (rc = mt_yolo_dump_load(&cfg, prefix, hl)))
+        return rc;
+    snprintf(variant, sizeof variant, "%s/%s", model, name);
+    rc = bench_yolo_case(ctx, variant, hl, cfg.nlayers, &lb, &p, 100, runs, warmup, results);
+    for (int k = 0; k < cfg.nlayers; k++)
+        free((void *)hl[k].data);
+    return rc;
+}
+
+/* Real Darknet outputs (when the test data is there) and two dense synthetic cases. */
+static int bench_yolo(mk_ctx_t *ctx, int runs, int warmup, cJSON *results, char *what, size_t what_len)
+{
+    const char *env = getenv("MASKD_TEST_DATA");
+    char data[4096], probe[4200];
+    struct stat st;
+    int rc = 0;
+    snprintf(data, sizeof data, "%s", env ? env : "../shared/data");
+    snprintf(probe, sizeof probe, "%s/reference/darknet", data);
+    if (stat(probe, &st) == 0) {
+        rc = bench_yolo_reference(ctx, data, "yolo-fastest-1.1-coco",
+                                  "models/yolo-fastest-1.1-coco/yolo-fastest-1.1.cfg", "dog", runs, warmup, results);
+        if (!rc)
+            rc = bench_yolo_reference(ctx, data, "yolo-fastest-1.1-body",
+                                      "models/yolo-fastest-1.1-body/yolo-fastest-1.1_body.cfg", "person", runs, warmup,
+                                      results);
+        snprintf(what, what_len, "%s/reference/darknet and synthetic 416x416 outputs", data);
+    } else {
+        snprintf(what, what_len, "synthetic 416x416 outputs (no test data for the reference cases)");
+    }
+    for (int classes = 80; classes >= 1 && !rc; classes = classes == 80 ? 1 : 0) {
+        mk_yolo_layer_t hl[3];
+        mk_letterbox_t lb;
+        mk_yolo_params_t p = mk_yolo_params_default();
+        memset(hl, 0, sizeof hl);
+        if (!(rc = synth_layers(classes, 0x5eed + (uint64_t)classes, hl)) &&
+            !(rc = mk_letterbox_plan(&lb, 1280, 720, 416, 416, MK_LETTERBOX_WARP)))
+            rc = bench_yolo_case(ctx, classes == 1 ? "dense-1-class" : "dense-80-classes", hl, 3, &lb, &p, 1000, runs,
+                                 warmup, results);
+        for (int k = 0; k < 3; k++)
+            free((void *)hl[k].data);
+    }
+    return rc;
+}
+
 static void bench_help(void)
 {
     puts("usage: masktool bench OP [--backend auto|cpu|cuda] [--runs N] [--warmup N] [--image PATH]\n"
@@ -210,6 +446,10 @@ static void bench_help(void)
          "synchronised (latency); pipelined_us: per call with 20 calls queued back to back (throughput); the bytes-moved\n"
          "floor, the floor time at the measured device-to-device copy bandwidth, and the achieved GB/s.\n"
          "  OP          letterbox (warp and darknet from BGR, warp from YUYV), threshold (fixed 128), otsu, all\n"
+         "              (these three), or yolo-decode: decode + NMS of Darknet's [yolo] outputs of two images\n"
+         "              (reference/darknet of the test data) and of two dense synthetic 416x416 outputs with\n"
+         "              thousands of boxes above the threshold (80 classes, and 1); wall_*_us: as the caller\n"
+         "              sees it, results copied to the host included\n"
          "  --image     a real photo, mirror-tiled to each size (default: images/person.jpg of the test data;\n"
          "              a generated scene without it)\n"
          "  --sizes     source sizes (default 640x480,1280x720,1920x1080)\n"
@@ -243,14 +483,14 @@ int mt_bench(int argc, char **argv)
         }
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "masktool bench: one OP expected: letterbox, threshold, otsu or all\n");
+        fprintf(stderr, "masktool bench: one OP expected: letterbox, threshold, otsu, all or yolo-decode\n");
         return 2;
     }
     const char *op = argv[optind];
     int do_lb = !strcmp(op, "letterbox") || !strcmp(op, "all"), do_th = !strcmp(op, "threshold") || !strcmp(op, "all"),
-        do_otsu = !strcmp(op, "otsu") || !strcmp(op, "all");
-    if (!do_lb && !do_th && !do_otsu) {
-        fprintf(stderr, "masktool bench: unknown op '%s' (letterbox|threshold|otsu|all)\n", op);
+        do_otsu = !strcmp(op, "otsu") || !strcmp(op, "all"), do_yolo = !strcmp(op, "yolo-decode");
+    if (!do_lb && !do_th && !do_otsu && !do_yolo) {
+        fprintf(stderr, "masktool bench: unknown op '%s' (letterbox|threshold|otsu|all|yolo-decode)\n", op);
         return 2;
     }
     if (runs < 200 || runs > 1000000 || warmup < 1 || warmup > 100000) {
@@ -272,7 +512,9 @@ int mt_bench(int argc, char **argv)
     }
     cJSON *results = cJSON_AddArrayToObject(doc, "results");
     char list[256], what[4200] = "";
-    snprintf(list, sizeof list, "%s", sizes);
+    snprintf(list, sizeof list, "%s", do_yolo ? "" : sizes);
+    if (do_yolo && !rc)
+        rc = bench_yolo(ctx, runs, warmup, results, what, sizeof what);
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
         int w, h;
         if (mt_parse_size(tok, &w, &h)) {

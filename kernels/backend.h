@@ -8,6 +8,7 @@
 #include "darknet.h"
 #include "letterbox.h"
 #include "threshold.h"
+#include "yolo.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,6 +27,9 @@ MK_OP(mk_histogram, (mk_ctx_t *ctx, const mk_image_t *src, uint32_t hist[256]))
 /* Darknet networks (darknet_internal.h says what each hook must do). */
 MK_OP(mk_net_prepare, (mk_ctx_t *ctx, mk_net_t *net))
 MK_OP(mk_net_forward, (mk_ctx_t *ctx, mk_net_t *net, const mk_image_t *input))
+/* max_out arrives already limited by top_k, and is at least 1. */
+MK_OP(mk_yolo_detect, (mk_ctx_t *ctx, const mk_yolo_layer_t *layers, int nlayers, const mk_letterbox_t *lb,
+                       const mk_yolo_params_t *p, mk_detection_t *out, int max_out, int *n_out))
 
 #undef MK_OP
 

@@ -11,38 +11,48 @@
 #include <strings.h>
 #include <time.h>
 
-/* Memory in the context's space (device for CUDA, host for the CPU). */
-static int ctx_alloc(mk_ctx_t *ctx, size_t bytes, void **p)
+/* The memory a scratch slot lives in (see ctx_internal.h). */
+static mk_mem_t slot_mem(const mk_ctx_t *ctx, mk_scratch_slot_t slot)
+{
+    if (slot == MK_SCRATCH_YOLO_HOST)
+        return ctx->backend == MK_BACKEND_CUDA ? MK_MEM_PINNED : MK_MEM_HOST;
+    return mk_ctx_mem(ctx);
+}
+
+static int ctx_alloc(mk_ctx_t *ctx, mk_mem_t mem, size_t bytes, void **p)
 {
 #ifdef MK_HAVE_CUDA
-    if (ctx->backend == MK_BACKEND_CUDA)
-        return mk_cuda_alloc(ctx, bytes, MK_MEM_DEVICE, p);
+    if (mem != MK_MEM_HOST)
+        return mk_cuda_alloc(ctx, bytes, mem, p);
 #endif
     (void)ctx;
+    (void)mem;
     if (!(*p = malloc(bytes)))
         return mk_err_set(MK_ENOMEM, "cannot allocate %zu bytes of scratch", bytes);
     return 0;
 }
 
-static void ctx_free(mk_ctx_t *ctx, void *p)
+static void ctx_free(mk_ctx_t *ctx, mk_mem_t mem, void *p)
 {
 #ifdef MK_HAVE_CUDA
-    if (ctx->backend == MK_BACKEND_CUDA) {
-        mk_cuda_free(ctx, p, MK_MEM_DEVICE);
+    if (mem != MK_MEM_HOST) {
+        mk_cuda_free(ctx, p, mem);
         return;
     }
 #endif
     (void)ctx;
+    (void)mem;
     free(p);
 }
 
-static int ctx_zero(mk_ctx_t *ctx, void *p, size_t bytes)
+static int ctx_zero(mk_ctx_t *ctx, mk_mem_t mem, void *p, size_t bytes)
 {
 #ifdef MK_HAVE_CUDA
-    if (ctx->backend == MK_BACKEND_CUDA)
+    if (mem == MK_MEM_DEVICE)
         return mk_cuda_memset2d(ctx, p, bytes, 0, bytes, 1);
 #endif
     (void)ctx;
+    (void)mem;
     memset(p, 0, bytes);
     return 0;
 }
@@ -133,7 +143,7 @@ void mk_ctx_destroy(mk_ctx_t *ctx)
         return;
     for (int i = 0; i < MK_SCRATCH_COUNT; i++)
         if (ctx->scratch[i].ptr)
-            ctx_free(ctx, ctx->scratch[i].ptr);
+            ctx_free(ctx, slot_mem(ctx, (mk_scratch_slot_t)i), ctx->scratch[i].ptr);
 #ifdef MK_HAVE_CUDA
     if (ctx->backend == MK_BACKEND_CUDA)
         mk_cuda_ctx_fini(ctx);
@@ -177,18 +187,19 @@ int mk_ctx_scratch(mk_ctx_t *ctx, mk_scratch_slot_t slot, size_t bytes, void **p
     if ((unsigned)slot >= MK_SCRATCH_COUNT)
         return mk_err_set(MK_EINVAL, "scratch slot %d out of range", (int)slot);
     int rc, zero = ctx->scratch[slot].dirty;
+    mk_mem_t mem = slot_mem(ctx, slot);
     if (ctx->scratch[slot].bytes < bytes) {
         if (ctx->scratch[slot].ptr)
-            ctx_free(ctx, ctx->scratch[slot].ptr);
+            ctx_free(ctx, mem, ctx->scratch[slot].ptr);
         ctx->scratch[slot].ptr = NULL;
         ctx->scratch[slot].bytes = 0;
-        if ((rc = ctx_alloc(ctx, bytes, &ctx->scratch[slot].ptr)))
+        if ((rc = ctx_alloc(ctx, mem, bytes, &ctx->scratch[slot].ptr)))
             return rc;
         ctx->scratch[slot].bytes = bytes;
         zero = 1;
     }
     if (zero) {
-        if ((rc = ctx_zero(ctx, ctx->scratch[slot].ptr, ctx->scratch[slot].bytes)))
+        if ((rc = ctx_zero(ctx, mem, ctx->scratch[slot].ptr, ctx->scratch[slot].bytes)))
             return rc;
         ctx->scratch[slot].dirty = 0;
     }

@@ -8,9 +8,12 @@
 extern "C" {
 #endif
 
-/* Scratch slots: each op that keeps device state between calls owns one. */
+/* Scratch slots: each op that keeps device state between calls owns one. A slot lives in the context's memory,
+ * except the *_HOST slots: host memory, page-locked on CUDA contexts (the target of asynchronous copies). */
 typedef enum {
-    MK_SCRATCH_OTSU = 0, /* histogram, block counter and chosen threshold of the CUDA Otsu */
+    MK_SCRATCH_OTSU = 0,   /* histogram, block counter and chosen threshold of the CUDA Otsu */
+    MK_SCRATCH_YOLO,       /* boxes, per-class lists and results of the CUDA decode + NMS */
+    MK_SCRATCH_YOLO_HOST,  /* pinned host memory the CUDA decode + NMS copies its results to */
     MK_SCRATCH_COUNT
 } mk_scratch_slot_t;
 
@@ -27,7 +30,7 @@ struct mk_ctx {
     } scratch[MK_SCRATCH_COUNT];
 };
 
-/* The slot's buffer of at least `bytes` in the context's memory. It is zero-filled when it is (re)allocated or
+/* The slot's buffer of at least `bytes` in the slot's memory. It is zero-filled when it is (re)allocated or
  * was marked dirty; `fresh` (may be NULL) then says so. Otherwise it holds what the last user left. */
 int mk_ctx_scratch(mk_ctx_t *ctx, mk_scratch_slot_t slot, size_t bytes, void **ptr, int *fresh);
 void mk_ctx_scratch_dirty(mk_ctx_t *ctx, mk_scratch_slot_t slot);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: build with CUDA, run every test suite, benchmark the kernels on the CUDA and
 # CPU backends and OpenCV on the CPU, write logs and JSON under $OUT. Needs .device/ (../shared/device/stage.sh,
-# DATA="images grabcut middlebury") carried along. Usage: bash tests/bench/device.sh [bench|test|bus|all]
+# DATA="images grabcut middlebury models reference"; the detection tests and the decode benchmark use models/ and
+# reference/darknet) carried along. Usage: bash tests/bench/device.sh [bench|test|bus|all]
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-/tmp/out}
@@ -25,7 +26,8 @@ rc=0
 if [ "$what" != bench ] && [ "$what" != bus ]; then
     meson test -C build-gpu --print-errorlogs > "$OUT/test.log" 2>&1 || rc=1
     grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
-    grep -hE "CUDA device:|otsu parity|darknet letterbox:|skipping|SKIP" build-gpu/meson-logs/testlog.txt | sort | uniq -c
+    grep -hE "CUDA device:|otsu parity|darknet letterbox:|yolo parity|darknet reference|one class|skipping|SKIP" \
+        build-gpu/meson-logs/testlog.txt | sort | uniq -c
     [ $rc = 0 ] || grep -B2 -A30 "FAIL\|ERROR" "$OUT/test.log" | head -80
 fi
 if [ "$what" = bus ] || [ "$what" = all ]; then
@@ -41,6 +43,8 @@ fi
 if [ "$what" != test ] && [ "$what" != bus ]; then
     build-gpu/clients/masktool bench all --backend cuda > "$OUT/bench_cuda.json" || rc=1
     build-gpu/clients/masktool bench all --backend cpu --runs 200 --warmup 5 > "$OUT/bench_cpu.json" || rc=1
+    build-gpu/clients/masktool bench yolo-decode --backend cuda > "$OUT/bench_yolo_cuda.json" || rc=1
+    build-gpu/clients/masktool bench yolo-decode --backend cpu --runs 200 --warmup 5 > "$OUT/bench_yolo_cpu.json" || rc=1
     python3 tests/bench/anchor_opencv.py > "$OUT/anchor.json" || rc=1
     python3 tests/bench/report.py "$OUT/bench_cuda.json" "$OUT/bench_cpu.json" "$OUT/anchor.json" | tee "$OUT/report.md"
 fi
