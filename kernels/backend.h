@@ -5,7 +5,10 @@
 #define MK_BACKEND_H
 
 #include "ctx_internal.h"
+#include "guided.h"
+#include "guided_px.h"
 #include "letterbox.h"
+#include "mask.h"
 #include "threshold.h"
 
 #ifdef __cplusplus
@@ -22,8 +25,18 @@ MK_OP(mk_threshold, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int 
 MK_OP(mk_threshold_otsu, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int maxval,
                           mk_thresh_mode_t mode, int *thresh_out))
 MK_OP(mk_histogram, (mk_ctx_t *ctx, const mk_image_t *src, uint32_t hist[256]))
+/* The mask's product (soft, alpha, binary; Otsu as alpha) at its place in dst, zero elsewhere in dst. */
+MK_OP(mk_mask_compose, (mk_ctx_t *ctx, const mk_image_t *soft, mk_image_t *dst, const mk_mask_t *m))
+/* The (fast) guided filter of a checked plan, its output written as mk_mask_compose would write it. */
+MK_OP(mk_guided_upsample, (mk_ctx_t *ctx, const mk_image_t *guide, const mk_image_t *mask, mk_image_t *dst,
+                           const mk_guided_plan_t *pl, const mk_mask_t *m))
 
 #undef MK_OP
+
+/* Checks a guided call's parameters and fills its plan (kernels/guided.c). */
+int mk_guided_plan(const mk_guided_t *g, int C, int w, int h, mk_guided_plan_t *pl);
+/* After a backend wrote the alpha of an Otsu mask: binarises its w x h region at Otsu's threshold (kernels/mask.c). */
+int mk_mask_finish(mk_ctx_t *ctx, mk_image_t *dst, const mk_mask_t *m, int w, int h);
 
 /* CUDA runtime services for the context and images (kernels/cuda/ctx_cuda.cu). */
 int mk_cuda_probe(char *why, size_t why_len);

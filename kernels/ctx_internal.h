@@ -10,7 +10,8 @@ extern "C" {
 
 /* Scratch slots: each op that keeps device state between calls owns one. */
 typedef enum {
-    MK_SCRATCH_OTSU = 0, /* histogram, block counter and chosen threshold of the CUDA Otsu */
+    MK_SCRATCH_OTSU = 0,   /* histogram, block counter and chosen threshold of the CUDA Otsu */
+    MK_SCRATCH_GUIDED = 1, /* the guided filter's coefficients and, for large radii, its summed-area tables */
     MK_SCRATCH_COUNT
 } mk_scratch_slot_t;
 
