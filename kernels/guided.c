@@ -35,6 +35,7 @@ int mk_guided_plan(const mk_guided_t *g, int C, int w, int h, mk_guided_plan_t *
     pl->r = mk_guided_work_radius(g);
     double side = 2.0 * pl->r + 1.0;
     pl->n = side * side;
+    pl->inv_n = 1.0 / pl->n;
     /* The moment sums count guide levels (x 255) and source steps (x 65535) over n samples: a covariance
      * n S_ij - S_i S_j is n^2 255^2 times its value for the guide in [0,1]. */
     double k = pl->n * pl->n * 65025.0;

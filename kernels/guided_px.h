@@ -27,6 +27,7 @@ typedef struct {
     int wl, hl;       /* working size: ceil(w / s) x ceil(h / s) */
     int r;            /* working radius */
     double n;         /* samples per window, (2r+1)^2 */
+    double inv_n;     /* 1 / n, rounded */
     double lambda;    /* max(eps, MK_GUIDED_EPS_MIN) * n^2 * 255^2: eps in the units of the moment sums */
     int compat;       /* MK_GUIDED_OPENCV on a colour guide with eps < 1e-2 */
     double guard;     /* compat: a determinant below this (1e-6 in [0,1] units) ... */
@@ -36,6 +37,8 @@ typedef struct {
 /* Index k of a line of n samples, reflected at both ends as BORDER_REFLECT (any k: periodic with period 2n). */
 MK_PX int mk_px_reflect(int k, int n)
 {
+    if ((unsigned)k < (unsigned)n)
+        return k;
     if (n == 1)
         return 0;
     int period = 2 * n, m = k % period;
@@ -171,17 +174,15 @@ MK_PX double mk_px_sat_box_f64(const double *I, size_t st, int w, int h, mk_box_
 
 /* a (per guide level, C values) and b of one window from its moment box sums S (exact integers as doubles).
  * Covariances are taken as n S_ij - S_i S_j (exact while below 2^53, true up to radius ~75), eps enters as
- * lambda on the diagonal, and the system is solved by cofactors (as OpenCV does). */
+ * lambda on the diagonal, and the system is solved by cofactors (as OpenCV does) with one division. */
 MK_PX void mk_px_guided_solve(const mk_guided_plan_t *pl, const double *S, float *a, float *b)
 {
-    const double n = pl->n, lam = pl->lambda, q = (double)MK_GUIDED_Q;
+    const double n = pl->n, lam = pl->lambda, q = (double)MK_GUIDED_Q, inv_q = 1.0 / (double)MK_GUIDED_Q;
     if (pl->C == 1) {
         double v = MK_DADD(MK_DSUB(MK_DMUL(n, S[1]), MK_DMUL(S[0], S[0])), lam);
         double e = MK_DSUB(MK_DMUL(n, S[3]), MK_DMUL(S[0], S[2]));
-        double alpha = v > 0 ? MK_DDIV(e, v) : 0.0;
-        a[0] = (float)MK_DDIV(alpha, q);
-        double num = MK_DSUB(MK_DDIV(S[2], q), MK_DMUL((double)a[0], S[0]));
-        *b = (float)MK_DDIV(num, n);
+        a[0] = v > 0 ? (float)MK_DDIV(e, MK_DMUL(v, q)) : 0.0f;
+        *b = (float)MK_DMUL(MK_DSUB(MK_DMUL(S[2], inv_q), MK_DMUL((double)a[0], S[0])), pl->inv_n);
         return;
     }
     /* S: 0..2 g_i; 3 g00, 4 g01, 5 g02, 6 g11, 7 g12, 8 g22; 9 p; 10..12 g_i p. */
@@ -203,18 +204,14 @@ MK_PX void mk_px_guided_solve(const mk_guided_plan_t *pl, const double *S, float
     double det = MK_DADD(MK_DADD(MK_DMUL(c00, i00), MK_DMUL(c01, i01)), MK_DMUL(c02, i02));
     if (pl->compat && (det < 0 ? -det : det) < pl->guard)
         det = pl->guard_det;
-    double al[3] = {0.0, 0.0, 0.0};
-    if (det > 0) {
-        al[0] = MK_DDIV(MK_DADD(MK_DADD(MK_DMUL(i00, e0), MK_DMUL(i01, e1)), MK_DMUL(i02, e2)), det);
-        al[1] = MK_DDIV(MK_DADD(MK_DADD(MK_DMUL(i01, e0), MK_DMUL(i11, e1)), MK_DMUL(i12, e2)), det);
-        al[2] = MK_DDIV(MK_DADD(MK_DADD(MK_DMUL(i02, e0), MK_DMUL(i12, e1)), MK_DMUL(i22, e2)), det);
-    }
-    double dot = 0.0;
-    for (int i = 0; i < 3; i++) {
-        a[i] = (float)MK_DDIV(al[i], q);
-        dot = MK_DADD(dot, MK_DMUL((double)a[i], S[i]));
-    }
-    *b = (float)MK_DDIV(MK_DSUB(MK_DDIV(S[9], q), dot), n);
+    /* alpha = adj(M) e / det; a (per guide level) = alpha / 65535, through one reciprocal */
+    double rd = det > 0 ? MK_DDIV(1.0, MK_DMUL(det, q)) : 0.0;
+    a[0] = (float)MK_DMUL(MK_DADD(MK_DADD(MK_DMUL(i00, e0), MK_DMUL(i01, e1)), MK_DMUL(i02, e2)), rd);
+    a[1] = (float)MK_DMUL(MK_DADD(MK_DADD(MK_DMUL(i01, e0), MK_DMUL(i11, e1)), MK_DMUL(i12, e2)), rd);
+    a[2] = (float)MK_DMUL(MK_DADD(MK_DADD(MK_DMUL(i02, e0), MK_DMUL(i12, e1)), MK_DMUL(i22, e2)), rd);
+    double dot = MK_DADD(MK_DADD(MK_DMUL((double)a[0], S[0]), MK_DMUL((double)a[1], S[1])),
+                         MK_DMUL((double)a[2], S[2]));
+    *b = (float)MK_DMUL(MK_DSUB(MK_DMUL(S[9], inv_q), dot), pl->inv_n);
 }
 
 /* q at a pixel of guide g from the window sums A (of a, C values) and B (of b): (sum_i A_i g_i + B) / n. */
@@ -223,15 +220,15 @@ MK_PX float mk_px_guided_apply(const mk_guided_plan_t *pl, const double *A, doub
     double v = 0.0;
     for (int i = 0; i < pl->C; i++)
         v = MK_DADD(v, MK_DMUL(A[i], (double)g[i]));
-    return (float)MK_DDIV(MK_DADD(v, B), pl->n);
+    return (float)MK_DMUL(MK_DADD(v, B), pl->inv_n);
 }
 
 /* The coefficient means mean(a)_i, mean(b) of a window as floats (the fast filter's low-resolution output). */
 MK_PX void mk_px_guided_means(const mk_guided_plan_t *pl, const double *A, double B, float *out)
 {
     for (int i = 0; i < pl->C; i++)
-        out[i] = (float)MK_DDIV(A[i], pl->n);
-    out[pl->C] = (float)MK_DDIV(B, pl->n);
+        out[i] = (float)MK_DMUL(A[i], pl->inv_n);
+    out[pl->C] = (float)MK_DMUL(B, pl->inv_n);
 }
 
 /* Bilinear upsampling by s along one axis: full index x -> low indices i0, i1 (clamped to 0..nl-1) and the weight

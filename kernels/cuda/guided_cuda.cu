@@ -1,11 +1,12 @@
 /* guided_cuda: the guided filter and fast guided upsampling on the device.
  *
  * Working radius <= MK_GUIDED_TILE_RADIUS (r = 8 at 1080p, r/s for the fast filter), two tile kernels:
- *   coef_tile_kernel: a 32x16 tile of a, b. The inputs of the tile and its 2r halo are staged in shared memory
- *     (reflected coordinates; for s > 1 the guide reduced on the fly), then the moments' box sums are taken
- *     separably by running sums: down each column (int32: a column sum of 2r+1 moments fits), then along each
- *     row (int32, int64 for the guide-times-source moments), so each sum costs the same for any radius, and all
- *     are exact integers, equal to the CPU reference's. One thread per pixel then solves and stores a, b (floats).
+ *   coef_tile_kernel: a column strip 32 wide, 1..4 chunks of 16 rows, of a, b. Per chunk the inputs and their
+ *     halo are staged in shared memory (reflected coordinates; for s > 1 the guide reduced on the fly), then the
+ *     moments' box sums are taken separably by running sums: down each column (int32: a column sum of 2r+1
+ *     moments fits; the sums carry over from chunk to chunk in registers), then along each row (int32, int64 for
+ *     the guide-times-source moments), so each sum costs the same for any radius, and all are exact integers,
+ *     equal to the CPU reference's. One thread per pixel then solves and stores a, b (floats).
  *   final_tile_kernel: the same separable running sums (double) over a, b with their halo, then per pixel either
  *     the application and the mask product (s = 1), or the means at low resolution (s > 1).
  * For s > 1, up_apply_kernel interpolates the means, applies them to the full-resolution guide and writes the
@@ -22,6 +23,9 @@
 namespace {
 
 const int kTW = 32, kTH = 16, kThreads = 256, kRMax = MK_GUIDED_TILE_RADIUS, kMaxDevices = 64;
+/* A block walks up to kMaxChunks chunks of kTH rows down its column strip, carrying the column sums across chunks
+ * in registers; each thread owns at most kMaxItems (column, channel group) walkers (r <= kRMax). */
+const int kMaxChunks = 4, kMaxItems = 2;
 
 struct in_t {
     const uint8_t *guide;
@@ -48,9 +52,10 @@ __host__ __device__ constexpr int tile_sw(int r)
     return kTW + 2 * r;
 }
 
+/* Staged rows per chunk: the chunk's kTH rows, r above and below, and the row that leaves the first window. */
 __host__ __device__ constexpr int tile_sh(int r)
 {
-    return kTH + 2 * r;
+    return kTH + 2 * r + 1;
 }
 
 /* Row pitch of the column-sum planes: odd, so that threads walking different rows hit different banks. */
@@ -143,85 +148,116 @@ template <int C> __device__ __forceinline__ void load_coef(const float *p, float
     }
 }
 
+/* v (0 <= v < 2^52) as a double, exactly, with one addition instead of a conversion (a quarter-rate op). */
+__device__ __forceinline__ double exact_f64(long long v)
+{
+    return __hiloint2double(0x43300000 | (int)(v >> 32), (int)(unsigned)v) - 4503599627370496.0;
+}
+
 template <int C>
-__global__ void __launch_bounds__(kThreads) coef_tile_kernel(in_t in, mk_guided_plan_t pl, float *__restrict__ ab)
+__global__ void __launch_bounds__(kThreads) coef_tile_kernel(in_t in, mk_guided_plan_t pl, int chunks,
+                                                             float *__restrict__ ab)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, GP0 = NM - C; /* channels GP0.. are guide-times-source */
     extern __shared__ __align__(16) unsigned char smem[];
     const int r = pl.r, SW = tile_sw(r), VP = tile_vp(r), n_st = SW * tile_sh(r), tid = threadIdx.x;
+    const int n_items = SW * groups<C>::n;
     unsigned *sg = (unsigned *)smem;
     unsigned short *sp = (unsigned short *)(sg + n_st);
     int *V = (int *)(smem + coef_off_v(r));
     long long *S64 = (long long *)(smem + coef_off_s64(C, r));
-    const int x0 = blockIdx.x * kTW, y0 = blockIdx.y * kTH;
+    const int x0 = blockIdx.x * kTW;
+    int acc[kMaxItems][4];
 
-    for (int i = tid; i < n_st; i += kThreads) {
-        int ty = i / SW, tx = i - ty * SW;
-        int xl = mk_px_reflect(x0 - r + tx, pl.wl), yl = mk_px_reflect(y0 - r + ty, pl.hl);
-        int g[3] = {0, 0, 0};
-        mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, pl.s, xl, yl, g);
-        sg[i] = C == 3 ? (unsigned)(g[0] | g[1] << 8 | g[2] << 16) : (unsigned)g[0];
-        sp[i] = (unsigned short)mk_px_src_q((const char *)in.src + (size_t)yl * in.spitch, in.src_f32, xl);
-    }
-    __syncthreads();
-
-    /* Column sums over 2r+1 staged rows for the kTH output rows: one thread per (column, moment group). */
-    for (int item = tid; item < SW * groups<C>::n; item += kThreads) {
-        int grp = item / SW, col = item - grp * SW, nv = groups<C>::nv(grp);
-        int acc[4] = {0, 0, 0, 0}, v[4], u[4];
-        for (int j = 0; j <= 2 * r; j++) {
-            groups<C>::vals(grp, sg[j * SW + col], sp[j * SW + col], v);
-#pragma unroll
-            for (int q = 0; q < 4; q++)
-                acc[q] += v[q];
+    for (int k = 0; k < chunks; k++) {
+        const int cy0 = (blockIdx.y * chunks + k) * kTH;
+        if (cy0 >= pl.hl)
+            break;
+        /* Staged row j is working row cy0 - r - 1 + j. */
+        for (int i = tid; i < n_st; i += kThreads) {
+            int ty = i / SW, tx = i - ty * SW;
+            int xl = mk_px_reflect(x0 - r + tx, pl.wl), yl = mk_px_reflect(cy0 - r - 1 + ty, pl.hl);
+            int g[3] = {0, 0, 0};
+            mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, pl.s, xl, yl, g);
+            sg[i] = C == 3 ? (unsigned)(g[0] | g[1] << 8 | g[2] << 16) : (unsigned)g[0];
+            sp[i] = (unsigned short)mk_px_src_q((const char *)in.src + (size_t)yl * in.spitch, in.src_f32, xl);
         }
-        for (int t = 0; t < kTH; t++) {
-            for (int q = 0; q < nv; q++)
-                V[(groups<C>::ch(grp, q) * kTH + t) * VP + col] = acc[q];
-            if (t + 1 == kTH)
+        __syncthreads();
+
+        /* Column sums over 2r+1 rows for the chunk's rows: one walker per (column, moment group), its sums kept
+         * from the previous chunk (the first chunk starts with a full window). */
+#pragma unroll
+        for (int it = 0; it < kMaxItems; it++) {
+            int item = tid + it * kThreads;
+            if (item >= n_items)
                 break;
-            int in_ = (t + 2 * r + 1) * SW + col, out_ = t * SW + col;
-            groups<C>::vals(grp, sg[in_], sp[in_], v);
-            groups<C>::vals(grp, sg[out_], sp[out_], u);
+            int grp = item / SW, col = item - grp * SW, nv = groups<C>::nv(grp), v[4], u[4];
+            if (k == 0) {
+                acc[it][0] = acc[it][1] = acc[it][2] = acc[it][3] = 0;
+                for (int j = 1; j <= 2 * r + 1; j++) {
+                    groups<C>::vals(grp, sg[j * SW + col], sp[j * SW + col], v);
 #pragma unroll
-            for (int q = 0; q < 4; q++)
-                acc[q] += v[q] - u[q];
-        }
-    }
-    __syncthreads();
-
-    /* Row sums over 2r+1 column sums for the kTW output columns: one thread per (moment, row); in place, except
-     * the guide-times-source sums, which outgrow int32. */
-    for (int item = tid; item < NM * kTH; item += kThreads) {
-        int ch = item / kTH, t = item - ch * kTH;
-        int *row = V + (ch * kTH + t) * VP;
-        long long acc = 0;
-        for (int j = 0; j <= 2 * r; j++)
-            acc += row[j];
-        long long *o = ch >= GP0 ? S64 + ((ch - GP0) * kTH + t) * (kTW + 1) : nullptr;
-        for (int x = 0; x < kTW; x++) {
-            int leave = row[x];
-            if (o)
-                o[x] = acc;
-            else
-                row[x] = (int)acc;
-            if (x + 1 < kTW)
-                acc += row[x + 2 * r + 1] - leave;
-        }
-    }
-    __syncthreads();
-
-    for (int item = tid; item < kTW * kTH; item += kThreads) {
-        int t = item / kTW, x = item - t * kTW, gx = x0 + x, gy = y0 + t;
-        if (gx >= pl.wl || gy >= pl.hl)
-            continue;
-        double S[NM];
+                    for (int q = 0; q < 4; q++)
+                        acc[it][q] += v[q];
+                }
+            } else {
+                groups<C>::vals(grp, sg[(2 * r + 1) * SW + col], sp[(2 * r + 1) * SW + col], v);
+                groups<C>::vals(grp, sg[col], sp[col], u);
 #pragma unroll
-        for (int ch = 0; ch < NM; ch++)
-            S[ch] = ch >= GP0 ? (double)S64[((ch - GP0) * kTH + t) * (kTW + 1) + x] : (double)V[(ch * kTH + t) * VP + x];
-        float o[NC];
-        mk_px_guided_solve(&pl, S, o, o + C);
-        store_coef<C>(ab + ((size_t)gy * pl.wl + gx) * NC, o);
+                for (int q = 0; q < 4; q++)
+                    acc[it][q] += v[q] - u[q];
+            }
+            for (int t = 0; t < kTH; t++) {
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    if (q < nv)
+                        V[(groups<C>::ch(grp, q) * kTH + t) * VP + col] = acc[it][q];
+                if (t + 1 == kTH)
+                    break;
+                int in_ = (t + 2 * r + 2) * SW + col, out_ = (t + 1) * SW + col;
+                groups<C>::vals(grp, sg[in_], sp[in_], v);
+                groups<C>::vals(grp, sg[out_], sp[out_], u);
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    acc[it][q] += v[q] - u[q];
+            }
+        }
+        __syncthreads();
+
+        /* Row sums over 2r+1 column sums for the kTW output columns: one thread per (moment, row); in place,
+         * except the guide-times-source sums, which outgrow int32. */
+        for (int item = tid; item < NM * kTH; item += kThreads) {
+            int ch = item / kTH, t = item - ch * kTH;
+            int *row = V + (ch * kTH + t) * VP;
+            long long sum = 0;
+            for (int j = 0; j <= 2 * r; j++)
+                sum += row[j];
+            long long *o = ch >= GP0 ? S64 + ((ch - GP0) * kTH + t) * (kTW + 1) : nullptr;
+            for (int x = 0; x < kTW; x++) {
+                int leave = row[x];
+                if (o)
+                    o[x] = sum;
+                else
+                    row[x] = (int)sum;
+                if (x + 1 < kTW)
+                    sum += row[x + 2 * r + 1] - leave;
+            }
+        }
+        __syncthreads();
+
+        for (int item = tid; item < kTW * kTH; item += kThreads) {
+            int t = item / kTW, x = item - t * kTW, gx = x0 + x, gy = cy0 + t;
+            if (gx >= pl.wl || gy >= pl.hl)
+                continue;
+            double S[NM];
+#pragma unroll
+            for (int ch = 0; ch < NM; ch++)
+                S[ch] = exact_f64(ch >= GP0 ? S64[((ch - GP0) * kTH + t) * (kTW + 1) + x] : V[(ch * kTH + t) * VP + x]);
+            float o[NC];
+            mk_px_guided_solve(&pl, S, o, o + C);
+            store_coef<C>(ab + ((size_t)gy * pl.wl + gx) * NC, o);
+        }
+        __syncthreads();
     }
 }
 
@@ -229,75 +265,92 @@ __global__ void __launch_bounds__(kThreads) coef_tile_kernel(in_t in, mk_guided_
 
 /* MODE 0 (s = 1): q and its mask product at each pixel; MODE 1 (s > 1): the coefficient means. */
 template <int C, int MODE>
-__global__ void __launch_bounds__(kThreads) final_tile_kernel(in_t in, mk_guided_plan_t pl, const float *__restrict__ ab,
-                                                              mk_mask_out_t out, float *__restrict__ means)
+__global__ void __launch_bounds__(kThreads) final_tile_kernel(in_t in, mk_guided_plan_t pl, int chunks,
+                                                              const float *__restrict__ ab, mk_mask_out_t out,
+                                                              float *__restrict__ means)
 {
     constexpr int NC = C + 1;
     extern __shared__ __align__(16) unsigned char smem[];
     const int r = pl.r, SW = tile_sw(r), VP = tile_vp(r), n_st = SW * tile_sh(r), tid = threadIdx.x;
+    const int n_items = SW * NC;
     float *sab = (float *)smem;
     double *V = (double *)(smem + final_off_v(C, r));
-    const int x0 = blockIdx.x * kTW, y0 = blockIdx.y * kTH;
+    const int x0 = blockIdx.x * kTW;
+    double acc[kMaxItems];
+    mk_guided_plan_t pc = pl; /* C known at compile time: the per-channel loops unroll into registers */
+    pc.C = C;
 
-    for (int i = tid; i < n_st; i += kThreads) {
-        int ty = i / SW, tx = i - ty * SW;
-        int xl = mk_px_reflect(x0 - r + tx, pl.wl), yl = mk_px_reflect(y0 - r + ty, pl.hl);
-        float v[NC];
-        load_coef<C>(ab + ((size_t)yl * pl.wl + xl) * NC, v);
+    for (int k = 0; k < chunks; k++) {
+        const int cy0 = (blockIdx.y * chunks + k) * kTH;
+        if (cy0 >= pl.hl)
+            break;
+        for (int i = tid; i < n_st; i += kThreads) {
+            int ty = i / SW, tx = i - ty * SW;
+            int xl = mk_px_reflect(x0 - r + tx, pl.wl), yl = mk_px_reflect(cy0 - r - 1 + ty, pl.hl);
+            float v[NC];
+            load_coef<C>(ab + ((size_t)yl * pl.wl + xl) * NC, v);
 #pragma unroll
-        for (int c = 0; c < NC; c++)
-            sab[c * n_st + i] = v[c];
-    }
-    __syncthreads();
-
-    for (int item = tid; item < SW * NC; item += kThreads) {
-        int c = item / SW, col = item - c * SW;
-        const float *v = sab + c * n_st + col;
-        double acc = 0;
-        for (int j = 0; j <= 2 * r; j++)
-            acc += (double)v[j * SW];
-        for (int t = 0; t < kTH; t++) {
-            V[(c * kTH + t) * VP + col] = acc;
-            if (t + 1 < kTH)
-                acc += (double)v[(t + 2 * r + 1) * SW] - (double)v[t * SW];
+            for (int c = 0; c < NC; c++)
+                sab[c * n_st + i] = v[c];
         }
-    }
-    __syncthreads();
+        __syncthreads();
 
-    for (int item = tid; item < NC * kTH; item += kThreads) {
-        int c = item / kTH, t = item - c * kTH;
-        double *row = V + (c * kTH + t) * VP, acc = 0;
-        for (int j = 0; j <= 2 * r; j++)
-            acc += row[j];
-        for (int x = 0; x < kTW; x++) {
-            double leave = row[x];
-            row[x] = acc;
-            if (x + 1 < kTW)
-                acc += row[x + 2 * r + 1] - leave;
-        }
-    }
-    __syncthreads();
-
-    for (int item = tid; item < kTW * kTH; item += kThreads) {
-        int t = item / kTW, x = item - t * kTW, gx = x0 + x, gy = y0 + t;
-        if (gx >= pl.wl || gy >= pl.hl)
-            continue;
-        double A[3] = {0, 0, 0};
 #pragma unroll
-        for (int c = 0; c < C; c++)
-            A[c] = V[(c * kTH + t) * VP + x];
-        double B = V[(C * kTH + t) * VP + x];
-        mk_guided_plan_t pc = pl; /* C known at compile time: the per-channel loops unroll into registers */
-        pc.C = C;
-        if constexpr (MODE == 0) {
-            int g[3];
-            mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, gx, gy, g);
-            mk_mask_out_put(out, gx, gy, mk_px_guided_apply(&pc, A, B, g));
-        } else {
-            float m[NC];
-            mk_px_guided_means(&pc, A, B, m);
-            store_coef<C>(means + ((size_t)gy * pl.wl + gx) * NC, m);
+        for (int it = 0; it < kMaxItems; it++) {
+            int item = tid + it * kThreads;
+            if (item >= n_items)
+                break;
+            int c = item / SW, col = item - c * SW;
+            const float *v = sab + c * n_st + col;
+            if (k == 0) {
+                acc[it] = 0;
+                for (int j = 1; j <= 2 * r + 1; j++)
+                    acc[it] += (double)v[j * SW];
+            } else {
+                acc[it] += (double)v[(2 * r + 1) * SW] - (double)v[0];
+            }
+            for (int t = 0; t < kTH; t++) {
+                V[(c * kTH + t) * VP + col] = acc[it];
+                if (t + 1 < kTH)
+                    acc[it] += (double)v[(t + 2 * r + 2) * SW] - (double)v[(t + 1) * SW];
+            }
         }
+        __syncthreads();
+
+        for (int item = tid; item < NC * kTH; item += kThreads) {
+            int c = item / kTH, t = item - c * kTH;
+            double *row = V + (c * kTH + t) * VP, sum = 0;
+            for (int j = 0; j <= 2 * r; j++)
+                sum += row[j];
+            for (int x = 0; x < kTW; x++) {
+                double leave = row[x];
+                row[x] = sum;
+                if (x + 1 < kTW)
+                    sum += row[x + 2 * r + 1] - leave;
+            }
+        }
+        __syncthreads();
+
+        for (int item = tid; item < kTW * kTH; item += kThreads) {
+            int t = item / kTW, x = item - t * kTW, gx = x0 + x, gy = cy0 + t;
+            if (gx >= pl.wl || gy >= pl.hl)
+                continue;
+            double A[3] = {0, 0, 0};
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                A[c] = V[(c * kTH + t) * VP + x];
+            double B = V[(C * kTH + t) * VP + x];
+            if constexpr (MODE == 0) {
+                int g[3];
+                mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, gx, gy, g);
+                mk_mask_out_put(out, gx, gy, mk_px_guided_apply(&pc, A, B, g));
+            } else {
+                float m[NC];
+                mk_px_guided_means(&pc, A, B, m);
+                store_coef<C>(means + ((size_t)gy * pl.wl + gx) * NC, m);
+            }
+        }
+        __syncthreads();
     }
 }
 
@@ -476,26 +529,34 @@ dim3 grid2d(int w, int h, dim3 block)
     return dim3((unsigned)(w + (int)block.x - 1) / block.x, (unsigned)(h + (int)block.y - 1) / block.y);
 }
 
+/* Chunks per block: as many as keep about three blocks per SM busy (fewer warm-ups), at most kMaxChunks. */
+int tile_chunks(const mk_ctx_t *ctx, const mk_guided_plan_t &pl)
+{
+    long tiles = (long)((pl.wl + kTW - 1) / kTW) * ((pl.hl + kTH - 1) / kTH);
+    long c = tiles / (3L * (ctx->sm_count > 0 ? ctx->sm_count : 1));
+    return c < 1 ? 1 : c > kMaxChunks ? kMaxChunks : (int)c;
+}
+
 template <int C>
 int tile_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, float *means,
               const mk_mask_out_t &out)
 {
     static int coef_done[kMaxDevices], apply_done[kMaxDevices], means_done[kMaxDevices];
     cudaStream_t s = MK_STREAM(ctx);
-    int rc;
+    int rc, chunks = tile_chunks(ctx, pl);
     if ((rc = allow_smem(ctx, coef_tile_kernel<C>, coef_smem(C, kRMax), coef_done)) ||
         (rc = allow_smem(ctx, final_tile_kernel<C, 0>, final_smem(C, kRMax), apply_done)) ||
         (rc = allow_smem(ctx, final_tile_kernel<C, 1>, final_smem(C, kRMax), means_done)))
         return rc;
-    dim3 grid((unsigned)(pl.wl + kTW - 1) / kTW, (unsigned)(pl.hl + kTH - 1) / kTH);
-    coef_tile_kernel<C><<<grid, kThreads, coef_smem(C, pl.r), s>>>(in, pl, ab);
+    dim3 grid((unsigned)(pl.wl + kTW - 1) / kTW, (unsigned)(pl.hl + kTH * chunks - 1) / (kTH * chunks));
+    coef_tile_kernel<C><<<grid, kThreads, coef_smem(C, pl.r), s>>>(in, pl, chunks, ab);
     if ((rc = MK_CUDA_LAUNCH_CHECK(coef_tile_kernel)))
         return rc;
     if (pl.s == 1) {
-        final_tile_kernel<C, 0><<<grid, kThreads, final_smem(C, pl.r), s>>>(in, pl, ab, out, nullptr);
+        final_tile_kernel<C, 0><<<grid, kThreads, final_smem(C, pl.r), s>>>(in, pl, chunks, ab, out, nullptr);
         return MK_CUDA_LAUNCH_CHECK(final_tile_kernel);
     }
-    final_tile_kernel<C, 1><<<grid, kThreads, final_smem(C, pl.r), s>>>(in, pl, ab, out, means);
+    final_tile_kernel<C, 1><<<grid, kThreads, final_smem(C, pl.r), s>>>(in, pl, chunks, ab, out, means);
     return MK_CUDA_LAUNCH_CHECK(final_tile_kernel);
 }
 
