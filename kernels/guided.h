@@ -12,14 +12,15 @@
  *
  * Borders: every box window reflects at the image edge like OpenCV's guidedFilter (BORDER_REFLECT, fedcba|abcdef),
  * so each window has (2r+1)^2 samples and there is no dark or bright frame; a radius beyond the image reflects
- * again (the image extended periodically with period 2w, mirrored). With the same eps, interior pixels equal
- * cv2.ximgproc.guidedFilter(guide / 255, ...) to float rounding; so do border pixels.
+ * again (the image extended periodically with period 2w, mirrored). Results equal
+ * cv2.ximgproc.guidedFilter(guide / 255, src, r, eps) to float rounding, border pixels included, for grey guides,
+ * for eps >= 1e-2, and otherwise with MK_GUIDED_OPENCV (below).
  *
  * Arithmetic: the guide is u8 and the source is held as a 16-bit fixed-point fraction (u8 v as v * 257 / 65535
  * exactly; f32 p clamped to [0,1] and rounded to the nearest 1/65535), so every box sum of the first pass is an
- * exact integer, whatever the radius. a and b are solved in double from those sums (covariances from exact
- * integer products), rounded to float, box-summed in double and applied in double (full filter) or, after the
- * means are rounded to float, in float (fast filter). eps below 1e-12 acts as 1e-12, and a window whose system
+ * exact integer, whatever the radius. a and b are solved in double from those sums (the covariances
+ * n S_ij - S_i S_j are exact up to radius ~75), rounded to float, box-summed in double and applied in double
+ * (full filter) or, after the means are rounded to float, in float (fast filter). eps below 1e-12 acts as 1e-12, and a window whose system
  * is not positive definite after rounding (possible only at eps ~ 0) gets a = 0, b = mean_p, so eps = 0 gives
  * finite results everywhere.
  *

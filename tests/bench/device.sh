@@ -25,7 +25,7 @@ rc=0
 if [ "$what" != bench ]; then
     meson test -C build-gpu --print-errorlogs > "$OUT/test.log" 2>&1 || rc=1
     grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
-    grep -hE "CUDA device:|otsu parity|darknet letterbox:|skipping|SKIP" build-gpu/meson-logs/testlog.txt | sort | uniq -c
+    grep -hE "CUDA device:|otsu parity|guided parity|guided: |darknet letterbox:|skipping|SKIP" build-gpu/meson-logs/testlog.txt | sort | uniq -c
     [ $rc = 0 ] || grep -B2 -A30 "FAIL\|ERROR" "$OUT/test.log" | head -80
 fi
 if [ "$what" != test ]; then
