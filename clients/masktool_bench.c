@@ -288,8 +288,8 @@ static int bench_guided_one(mk_ctx_t *ctx, const mk_image_t *guide_h, const mk_i
         r.guide[i].pitch = r.src[i].pitch = 0;
         r.dst[i] = dst_desc;
         if (!(rc = mk_image_alloc(ctx, &r.guide[i], mk_ctx_mem(ctx))) &&
-            !(rc = mk_image_upload(ctx, &r.guide[i], guide_h)) && !(rc = mk_image_alloc(ctx, &r.src[i], mk_ctx_mem(ctx))) &&
-            !(rc = mk_image_upload(ctx, &r.src[i], &src_h)))
+            !(rc = mk_image_upload(ctx, &r.guide[i], guide_h)) &&
+            !(rc = mk_image_alloc(ctx, &r.src[i], mk_ctx_mem(ctx))) && !(rc = mk_image_upload(ctx, &r.src[i], &src_h)))
             rc = mk_image_alloc(ctx, &r.dst[i], mk_ctx_mem(ctx));
     }
     if (!rc)

@@ -20,9 +20,9 @@
  * exactly; f32 p clamped to [0,1] and rounded to the nearest 1/65535), so every box sum of the first pass is an
  * exact integer, whatever the radius. a and b are solved in double from those sums (the covariances
  * n S_ij - S_i S_j are exact up to radius ~75), rounded to float, box-summed in double and applied in double
- * (full filter) or, after the means are rounded to float, in float (fast filter). eps below 1e-12 acts as 1e-12, and a window whose system
- * is not positive definite after rounding (possible only at eps ~ 0) gets a = 0, b = mean_p, so eps = 0 gives
- * finite results everywhere.
+ * (full filter) or, after the means are rounded to float, in float (fast filter). eps below 1e-12 acts as 1e-12,
+ * and a window whose system is not positive definite after rounding (possible only at eps ~ 0) gets a = 0,
+ * b = mean_p, so eps = 0 gives finite results everywhere.
  *
  * MK_GUIDED_OPENCV reproduces a quirk of OpenCV 4.x (ximgproc guided_filter.cpp) for colour guides: with
  * eps < 1e-2, a window whose det(Sigma + eps U) < 1e-6 has its determinant replaced by 1, so there a is the

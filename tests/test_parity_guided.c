@@ -160,12 +160,15 @@ static void test_random(void **state)
         int C = tu_rand_int(&r, 0, 1) ? 3 : 1, s = i % 3 == 0 ? 1 : tu_rand_int(&r, 2, 5);
         int w = i < 6 ? (int[]){1, 1, 57, 2, 33, 1920}[i] : tu_rand_int(&r, 1, 260);
         int h = i < 6 ? (int[]){1, 61, 1, 2, 17, 8}[i] : tu_rand_int(&r, 1, 200);
-        int wr = i % 5 == 4 ? tu_rand_int(&r, MK_GUIDED_TILE_RADIUS + 1, 90) : tu_rand_int(&r, 0, MK_GUIDED_TILE_RADIUS);
+        int wr = i % 5 == 4 ? tu_rand_int(&r, MK_GUIDED_TILE_RADIUS + 1, 90)
+                            : tu_rand_int(&r, 0, MK_GUIDED_TILE_RADIUS);
         int radius = wr * s;
         double eps = i % 7 == 0 ? 0.0 : pow(10.0, -tu_rand_int(&r, 1, 6));
         mk_mask_mode_t mode = (mk_mask_mode_t)tu_rand_int(&r, 0, 3);
-        int ox = tu_rand_int(&r, 0, 3) ? 0 : tu_rand_int(&r, 1, 30), oy = tu_rand_int(&r, 0, 3) ? 0 : tu_rand_int(&r, 1, 9);
-        int fx = tu_rand_int(&r, 0, 1) ? tu_rand_int(&r, 1, 20) : 0, fy = tu_rand_int(&r, 0, 1) ? tu_rand_int(&r, 1, 9) : 0;
+        int ox = tu_rand_int(&r, 0, 3) ? 0 : tu_rand_int(&r, 1, 30);
+        int oy = tu_rand_int(&r, 0, 3) ? 0 : tu_rand_int(&r, 1, 9);
+        int fx = tu_rand_int(&r, 0, 1) ? tu_rand_int(&r, 1, 20) : 0;
+        int fy = tu_rand_int(&r, 0, 1) ? tu_rand_int(&r, 1, 9) : 0;
         mk_image_t frame = tu_random_image(tu_rand(&r), w + fx + tu_rand_int(&r, 0, 5), h + fy + tu_rand_int(&r, 0, 3),
                                            C == 3 ? MK_FMT_BGR : MK_FMT_GRAY);
         /* smooth the random frame a little so that windows hold structure as well as noise */
@@ -175,15 +178,20 @@ static void test_random(void **state)
                 p[x] = (uint8_t)((p[x] + 3 * p[x - frame.channels]) / 4);
         }
         mk_image_t src = random_source(&r, (w + s - 1) / s, (h + s - 1) / s, tu_rand_int(&r, 0, 1));
-        case_t c = {&frame, fx, fy, w, h, &src,
-                    {radius, eps, s, tu_rand_int(&r, 0, 2) ? 0u : (unsigned)MK_GUIDED_OPENCV},
-                    {mode, (float)tu_rand_int(&r, 20, 80) / 100.0f, mode == MK_MASK_BINARY && tu_rand_int(&r, 0, 1) ? 0.1f : 0.0f, ox, oy},
-                    w + ox + tu_rand_int(&r, 0, 7), h + oy + tu_rand_int(&r, 0, 4),
-                    (size_t)tu_rand_int(&r, 0, 40), (size_t)(4 * tu_rand_int(&r, 0, 9)), (size_t)(4 * tu_rand_int(&r, 0, 9))};
+        float thresh = (float)tu_rand_int(&r, 20, 80) / 100.0f;
+        float feather = mode == MK_MASK_BINARY && tu_rand_int(&r, 0, 1) ? 0.1f : 0.0f;
+        unsigned flags = tu_rand_int(&r, 0, 2) ? 0u : (unsigned)MK_GUIDED_OPENCV;
+        int dw = w + ox + tu_rand_int(&r, 0, 7), dh = h + oy + tu_rand_int(&r, 0, 4);
+        size_t frame_extra = (size_t)tu_rand_int(&r, 0, 40), src_extra = (size_t)(4 * tu_rand_int(&r, 0, 9));
+        size_t dst_extra = (size_t)(4 * tu_rand_int(&r, 0, 9));
+        case_t c = {&frame, fx, fy, w, h, &src, {radius, eps, s, flags}, {mode, thresh, feather, ox, oy}, dw, dh,
+                    frame_extra, src_extra, dst_extra};
         char what[200];
-        snprintf(what, sizeof what, "random %d: C=%d %dx%d in %dx%d at (%d,%d), s=%d r=%d (work %d) eps=%g flags=%u %s %s -> %s %dx%d at (%d,%d)",
-                 i, C, w, h, frame.width, frame.height, fx, fy, s, radius, wr, eps, c.g.flags,
-                 mk_dtype_name(src.dtype), mk_format_name(frame.format), mk_mask_mode_name(mode), c.dw, c.dh, ox, oy);
+        snprintf(what, sizeof what,
+                 "random %d: C=%d %dx%d in %dx%d at (%d,%d), s=%d r=%d (work %d) eps=%g flags=%u %s %s -> %s %dx%d "
+                 "at (%d,%d)",
+                 i, C, w, h, frame.width, frame.height, fx, fy, s, radius, wr, eps, flags, mk_dtype_name(src.dtype),
+                 mk_format_name(frame.format), mk_mask_mode_name(mode), dw, dh, ox, oy);
         run_case(&c, what);
         tiles += wr <= MK_GUIDED_TILE_RADIUS;
         sats += wr > MK_GUIDED_TILE_RADIUS;
@@ -237,7 +245,8 @@ static void test_real(void **state)
             c.g.flags = 0;
             snprintf(what, sizeof what, "%s r=%d", names[i], r);
             run_case(&c, what);
-            case_t f = {&frame, 0, 0, w, h, &low, {r * 2, 1e-3, 4, 0}, {MK_MASK_BINARY, 0.5f, 0.0f, 0, 0}, w, h, 0, 0, 0};
+            case_t f = {&frame, 0, 0, w, h, &low, {r * 2, 1e-3, 4, 0}, {MK_MASK_BINARY, 0.5f, 0.0f, 0, 0}, w, h,
+                        0, 0, 0};
             snprintf(what, sizeof what, "%s fast s=4 r=%d binary", names[i], 2 * r);
             run_case(&f, what);
         }
@@ -297,14 +306,17 @@ static void test_compose(void **state)
     (void)state;
     tu_rng_t r = {99};
     for (int i = 0; i < 40; i++) {
-        int w = tu_rand_int(&r, 1, 300), h = tu_rand_int(&r, 1, 200), ox = tu_rand_int(&r, 0, 20), oy = tu_rand_int(&r, 0, 9);
+        int w = tu_rand_int(&r, 1, 300), h = tu_rand_int(&r, 1, 200);
+        int ox = tu_rand_int(&r, 0, 20), oy = tu_rand_int(&r, 0, 9);
         int dw = w + ox + tu_rand_int(&r, 0, 9), dh = h + oy + tu_rand_int(&r, 0, 5);
         mk_image_t soft = mk_image_desc(w, h, MK_FMT_GRAY, MK_F32);
         TU_OK(mk_image_alloc(NULL, &soft, MK_MEM_HOST));
         for (int y = 0; y < h; y++)
             for (int x = 0; x < w; x++)
-                ((float *)mk_image_row(&soft, 0, y))[x] = x % 61 == 3 ? NAN : (float)tu_rand_int(&r, -200, 1200) / 1000.0f;
-        mk_mask_t m = {(mk_mask_mode_t)(i % 4), (float)tu_rand_int(&r, 1, 99) / 100.0f, i % 8 == 2 ? 0.05f : 0.0f, ox, oy};
+                ((float *)mk_image_row(&soft, 0, y))[x] =
+                    x % 61 == 3 ? NAN : (float)tu_rand_int(&r, -200, 1200) / 1000.0f;
+        float thresh = (float)tu_rand_int(&r, 1, 99) / 100.0f;
+        mk_mask_t m = {(mk_mask_mode_t)(i % 4), thresh, i % 8 == 2 ? 0.05f : 0.0f, ox, oy};
         mk_image_t want = mk_image_desc(dw, dh, MK_FMT_GRAY, m.mode ? MK_U8 : MK_F32);
         TU_OK(mk_image_alloc(NULL, &want, MK_MEM_HOST));
         TU_OK(mk_mask_compose(cpu, &soft, &want, &m));
@@ -314,7 +326,8 @@ static void test_compose(void **state)
             char what[96];
             snprintf(what, sizeof what, "compose %d: %dx%d %s at (%d,%d) of %dx%d", i, w, h, mk_mask_mode_name(m.mode),
                      ox, oy, dw, dh);
-            tu_dev_guard_alloc(gpu, &g, mk_image_desc(dw, dh, MK_FMT_GRAY, want.dtype), 4 * (size_t)(i % 5), poisons[k]);
+            tu_dev_guard_alloc(gpu, &g, mk_image_desc(dw, dh, MK_FMT_GRAY, want.dtype), 4 * (size_t)(i % 5),
+                               poisons[k]);
             TU_OK(mk_mask_compose(gpu, &sd, &g.img, &m));
             mk_image_t got = tu_dev_guard_check(gpu, &g, poisons[k], what);
             for (int y = 0; y < dh; y++)

@@ -26,6 +26,10 @@ const int kTW = 32, kTH = 16, kThreads = 256, kRMax = MK_GUIDED_TILE_RADIUS, kMa
 /* A block walks up to kMaxChunks chunks of kTH rows down its column strip, carrying the column sums across chunks
  * in registers; each thread owns at most kMaxItems (column, channel group) walkers (r <= kRMax). */
 const int kMaxChunks = 4, kMaxItems = 2;
+static_assert((kTW + 2 * kRMax) * 4 <= kMaxItems * kThreads, "a thread walks at most kMaxItems columns");
+/* int32 column sums of 2r+1 guide-times-source moments, int32 box sums of the others, exact. */
+static_assert(255LL * MK_GUIDED_Q * (2 * kRMax + 1) < (1LL << 31), "column sums overflow int32");
+static_assert((long long)MK_GUIDED_Q * (2 * kRMax + 1) * (2 * kRMax + 1) < (1LL << 31), "box sums overflow int32");
 
 struct in_t {
     const uint8_t *guide;
@@ -101,7 +105,10 @@ template <int C> struct groups;
 template <> struct groups<3> {
     static const int n = 4;
     static __device__ __forceinline__ int nv(int g) { return g == 0 ? 4 : 3; }
-    static __device__ __forceinline__ int ch(int g, int q) { return g == 0 ? (q < 3 ? q : 9) : g == 3 ? 10 + q : 3 * g + q; }
+    static __device__ __forceinline__ int ch(int g, int q)
+    {
+        return g == 0 ? (q < 3 ? q : 9) : g == 3 ? 10 + q : 3 * g + q;
+    }
     static __device__ __forceinline__ void vals(int g, unsigned px, int p, int v[4])
     {
         int g0 = (int)(px & 255), g1 = (int)((px >> 8) & 255), g2 = (int)(px >> 16);
