@@ -2,9 +2,11 @@
 #include "masktool.h"
 
 #include "errors.h"
+#include "guided.h"
 #include "imageio.h"
 #include "letterbox.h"
 #include "log.h"
+#include "mask.h"
 #include "threshold.h"
 
 #include <cjson/cJSON.h>
@@ -410,6 +412,199 @@ static int cmd_threshold(int argc, char **argv)
     return rc ? 1 : 0;
 }
 
+/* ---- guided --------------------------------------------------------------------------------------------- */
+
+static void guided_help(void)
+{
+    puts("usage: masktool guided --guide IMG --src SRC --radius R --eps E [--fast S] -o OUT\n"
+         "                       [--gray] [--mask soft|alpha|binary|otsu] [--thresh T] [--feather F] [--opencv]\n"
+         "                       [--backend auto|cpu|cuda]\n"
+         "\n"
+         "Guided filter (He, Sun, Tang) of SRC with the colour (or --gray) guide IMG; with --fast S the fast guided\n"
+         "filter (He, Sun 2015): SRC is a low-resolution mask of ceil(w/S) x ceil(h/S) pixels, upsampled to the\n"
+         "guide's w x h with sharp edges.\n"
+         "  --guide IMG      JPEG, PNG, BMP or PNM, u8\n"
+         "  --src SRC        SRC.f32: raw float32 rows (values in [0,1]); any image file: u8 gray (v / 255)\n"
+         "  --radius R       box radius in guide pixels (at 1/S: round(R / S))\n"
+         "  --eps E          regularisation for the guide scaled to [0,1] (e.g. 1e-4 sharp, 1e-2 smooth)\n"
+         "  --opencv         reproduce OpenCV 4.x ximgproc's determinant guard (colour guide, eps < 1e-2)\n"
+         "  --mask M         output product: soft (float, OUT.f32; the default for .f32), alpha (u8, the default\n"
+         "                   for image outputs), binary (q > T, optionally feathered), otsu\n"
+         "  --thresh T       binary threshold on q (default 0.5); --feather F: a linear ramp of width F around it\n"
+         "  -o OUT           OUT.f32 (soft) or an image file (.png, .bmp, .pgm, .jpg)\n"
+         "Prints one JSON line with the parameters and the time of the call on the backend.");
+}
+
+typedef struct {
+    mk_ctx_t *ctx;
+    const mk_image_t *guide, *src;
+    mk_image_t *dst;
+    mk_guided_t g;
+    mk_mask_t m;
+} guided_call_t;
+
+static int guided_call(void *arg)
+{
+    guided_call_t *c = arg;
+    return mk_guided_upsample(c->ctx, c->guide, c->src, c->dst, &c->g, &c->m);
+}
+
+/* A u8 image file as gray, or raw float32 rows of w x h. */
+static int load_source(const char *path, int w, int h, mk_image_t *out)
+{
+    if (!has_ext(path, ".f32"))
+        return mk_imageio_load(path, MK_FMT_GRAY, out);
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = mk_file_read(path, &buf, &len);
+    if (rc)
+        return rc;
+    if (len != (size_t)w * h * sizeof(float)) {
+        free(buf);
+        return mk_err_set(MK_EFORMAT, "%s: %zu bytes; a %dx%d float32 source has %zu", path, len, w, h,
+                          (size_t)w * h * sizeof(float));
+    }
+    *out = mk_image_desc(w, h, MK_FMT_GRAY, MK_F32);
+    out->pitch = (size_t)w * sizeof(float);
+    out->data = buf;
+    out->owned = 1;
+    return 0;
+}
+
+static int write_f32_gray(const char *path, const mk_image_t *img)
+{
+    size_t row = (size_t)img->width * sizeof(float);
+    char *buf = malloc(row * (size_t)img->height);
+    if (!buf)
+        return mk_err_set(MK_ENOMEM, "out of memory");
+    for (int y = 0; y < img->height; y++)
+        memcpy(buf + (size_t)y * row, mk_image_row(img, 0, y), row);
+    int rc = mk_file_write(path, buf, row * (size_t)img->height);
+    free(buf);
+    return rc;
+}
+
+static int parse_double(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int cmd_guided(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"guide", required_argument, 0, 'g'},  {"src", required_argument, 0, 's'},
+        {"radius", required_argument, 0, 'r'}, {"eps", required_argument, 0, 'e'},
+        {"fast", required_argument, 0, 'f'},   {"output", required_argument, 0, 'o'},
+        {"gray", no_argument, 0, 'G'},         {"mask", required_argument, 0, 'm'},
+        {"thresh", required_argument, 0, 't'}, {"feather", required_argument, 0, 'F'},
+        {"opencv", no_argument, 0, 'O'},       {"backend", required_argument, 0, 'b'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    const char *guide_path = NULL, *src_path = NULL, *out_path = NULL, *backend = NULL;
+    mk_guided_t g = {-1, -1.0, 1, 0};
+    mk_mask_t m = mk_mask_soft();
+    int gray = 0, mode_given = 0, c;
+    double v;
+    while ((c = getopt_long(argc, argv, "g:s:r:e:f:o:Gm:t:F:Ob:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'g': guide_path = optarg; break;
+        case 's': src_path = optarg; break;
+        case 'r':
+            if (parse_int(optarg, 0, MK_GUIDED_MAX_RADIUS, &g.radius))
+                die_usage("guided", "--radius must be 0..65535");
+            break;
+        case 'e':
+            if (parse_double(optarg, 0.0, 1e30, &g.eps))
+                die_usage("guided", "--eps must be a number >= 0");
+            break;
+        case 'f':
+            if (parse_int(optarg, 1, MK_GUIDED_MAX_SCALE, &g.scale))
+                die_usage("guided", "--fast must be 1..64");
+            break;
+        case 'o': out_path = optarg; break;
+        case 'G': gray = 1; break;
+        case 'm':
+            if (mk_mask_mode_parse(optarg, &m.mode))
+                die_usage("guided", mk_err_msg());
+            mode_given = 1;
+            break;
+        case 't':
+            if (parse_double(optarg, -1e30, 1e30, &v))
+                die_usage("guided", "--thresh must be a number");
+            m.thresh = (float)v;
+            break;
+        case 'F':
+            if (parse_double(optarg, 0.0, 1e30, &v))
+                die_usage("guided", "--feather must be a number >= 0");
+            m.feather = (float)v;
+            break;
+        case 'O': g.flags |= MK_GUIDED_OPENCV; break;
+        case 'b': backend = optarg; break;
+        case 'h': guided_help(); return 0;
+        default: die_usage("guided", "unknown option");
+        }
+    }
+    if (optind != argc)
+        die_usage("guided", "unexpected argument");
+    if (!guide_path || !src_path || !out_path || g.radius < 0 || g.eps < 0)
+        die_usage("guided", "--guide, --src, --radius, --eps and -o are required");
+    int f32_out = has_ext(out_path, ".f32");
+    if (!mode_given)
+        m.mode = f32_out ? MK_MASK_SOFT : MK_MASK_ALPHA;
+    if (f32_out != (m.mode == MK_MASK_SOFT))
+        die_usage("guided", "soft output goes to OUT.f32; alpha, binary and otsu to an image file");
+
+    mk_image_t guide = {0}, src = {0}, dguide = {0}, dsrc = {0}, dst = {0}, host = {0};
+    guided_call_t call = {0};
+    double us = 0;
+    int rc;
+    mk_ctx_t *ctx = mt_ctx(backend);
+    if (!ctx)
+        return 1;
+    if (!(rc = mk_imageio_load(guide_path, gray ? MK_FMT_GRAY : MK_FMT_BGR, &guide)))
+        rc = load_source(src_path, (guide.width + g.scale - 1) / g.scale, (guide.height + g.scale - 1) / g.scale,
+                         &src);
+    if (!rc) {
+        dguide = guide;
+        dsrc = src;
+        dguide.data = dsrc.data = NULL;
+        dguide.owned = dsrc.owned = 0;
+        dguide.pitch = dsrc.pitch = 0;
+        dst = mk_image_desc(guide.width, guide.height, MK_FMT_GRAY, f32_out ? MK_F32 : MK_U8);
+        host = dst;
+        call = (guided_call_t){ctx, &dguide, &dsrc, &dst, g, m};
+    }
+    if (rc || (rc = mk_image_alloc(ctx, &dguide, mk_ctx_mem(ctx))) || (rc = mk_image_upload(ctx, &dguide, &guide)) ||
+        (rc = mk_image_alloc(ctx, &dsrc, mk_ctx_mem(ctx))) || (rc = mk_image_upload(ctx, &dsrc, &src)) ||
+        (rc = mk_image_alloc(ctx, &dst, mk_ctx_mem(ctx))) || (rc = mk_ctx_sync(ctx)) ||
+        (rc = mk_ctx_time_us(ctx, guided_call, &call, &us)) || (rc = mk_image_alloc(NULL, &host, MK_MEM_HOST)) ||
+        (rc = mk_image_download(ctx, &host, &dst)) || (rc = mk_ctx_sync(ctx)) ||
+        (rc = f32_out ? write_f32_gray(out_path, &host) : mk_imageio_save(out_path, &host))) {
+        fprintf(stderr, "masktool guided: %s\n", mk_err_msg());
+    } else {
+        printf("{\"backend\":\"%s\",\"guide\":[%d,%d,%d],\"src\":[%d,%d],\"src_type\":\"%s\",\"radius\":%d,"
+               "\"work_radius\":%d,\"eps\":%g,\"scale\":%d,\"opencv\":%s,\"mask\":\"%s\",\"thresh\":%g,"
+               "\"feather\":%g,\"time_us\":%.1f,\"output\":\"%s\"}\n",
+               mk_backend_name(mk_ctx_backend(ctx)), guide.width, guide.height, guide.channels, src.width, src.height,
+               mk_dtype_name(src.dtype), g.radius, mk_guided_work_radius(&g), g.eps, g.scale,
+               g.flags & MK_GUIDED_OPENCV ? "true" : "false", mk_mask_mode_name(m.mode), (double)m.thresh,
+               (double)m.feather, us, out_path);
+    }
+    mk_image_free(NULL, &guide);
+    mk_image_free(NULL, &src);
+    mk_image_free(ctx, &dguide);
+    mk_image_free(ctx, &dsrc);
+    mk_image_free(ctx, &dst);
+    mk_image_free(NULL, &host);
+    mk_ctx_destroy(ctx);
+    return rc ? 1 : 0;
+}
+
 /* ---- info and demo -------------------------------------------------------------------------------------- */
 
 static int cmd_info(int argc, char **argv)
@@ -442,8 +637,9 @@ static void demo_help(void)
     puts("usage: masktool demo [--out DIR] [--backend auto|cpu|cuda]\n"
          "\n"
          "Runs the kernels on a built-in generated 1280x720 scene (no camera or data needed): letterbox in both\n"
-         "modes to 416x416 and Otsu binarisation, checks the backend against the CPU reference, writes the\n"
-         "pictures to DIR (default ./masktool-demo) and prints a JSON summary.");
+         "modes to 416x416, Otsu binarisation and the fast guided upsampling of a 1/4 mask, checks the backend\n"
+         "against the CPU reference, writes the pictures to DIR (default ./masktool-demo) and prints a JSON\n"
+         "summary.");
 }
 
 static int cmd_demo(int argc, char **argv)
@@ -545,6 +741,70 @@ static int cmd_demo(int argc, char **argv)
         mk_image_free(NULL, &host);
         mk_image_free(NULL, &ref);
     }
+    if (!rc) {
+        /* Fast guided upsampling of a 1/4 mask (the gray scene > 128 in 4x4 blocks) with the colour scene as the
+         * guide: the backend's soft output against the CPU reference's, and its alpha as a picture. */
+        const int s = 4, lw = (scene.width + s - 1) / s, lh = (scene.height + s - 1) / s;
+        mk_guided_t g = {8, 1e-3, s, 0};
+        mk_mask_t am = mk_mask_soft();
+        mk_image_t low = mk_image_desc(lw, lh, MK_FMT_GRAY, MK_U8), dlow = low, dscene = scene;
+        mk_image_t soft = mk_image_desc(scene.width, scene.height, MK_FMT_GRAY, MK_F32), dsoft = soft, ref = soft;
+        mk_image_t alpha = mk_image_desc(scene.width, scene.height, MK_FMT_GRAY, MK_U8);
+        double maxdiff = 0;
+        am.mode = MK_MASK_ALPHA;
+        dscene.data = NULL;
+        dscene.owned = 0;
+        dscene.pitch = 0;
+        if (!(rc = mk_image_alloc(NULL, &low, MK_MEM_HOST))) {
+            for (int y = 0; y < lh; y++)
+                for (int x = 0; x < lw; x++) {
+                    int sum = 0, n = 0;
+                    for (int yy = y * s; yy < y * s + s && yy < gray.height; yy++)
+                        for (int xx = x * s; xx < x * s + s && xx < gray.width; xx++, n++)
+                            sum += ((const uint8_t *)mk_image_row(&gray, 0, yy))[xx];
+                    ((uint8_t *)mk_image_row(&low, 0, y))[x] = sum > 128 * n ? 255 : 0;
+                }
+            dlow = low;
+            dlow.data = NULL;
+            dlow.owned = 0;
+            dlow.pitch = 0;
+        }
+        if (!rc && !(rc = mk_image_alloc(ctx, &dscene, mk_ctx_mem(ctx))) &&
+            !(rc = mk_image_upload(ctx, &dscene, &scene)) && !(rc = mk_image_alloc(ctx, &dlow, mk_ctx_mem(ctx))) &&
+            !(rc = mk_image_upload(ctx, &dlow, &low)) && !(rc = mk_image_alloc(ctx, &dsoft, mk_ctx_mem(ctx))) &&
+            !(rc = mk_guided_upsample(ctx, &dscene, &dlow, &dsoft, &g, NULL)) &&
+            !(rc = mk_image_alloc(NULL, &soft, MK_MEM_HOST)) && !(rc = mk_image_download(ctx, &soft, &dsoft)) &&
+            !(rc = mk_ctx_sync(ctx)) && !(rc = mk_image_alloc(NULL, &ref, MK_MEM_HOST)) &&
+            !(rc = mk_guided_upsample(cpu, &scene, &low, &ref, &g, NULL)) &&
+            !(rc = mk_image_alloc(NULL, &alpha, MK_MEM_HOST)) && !(rc = mk_mask_compose(cpu, &soft, &alpha, &am))) {
+            for (int y = 0; y < soft.height; y++) {
+                const float *a = mk_image_row(&soft, 0, y), *b = mk_image_row(&ref, 0, y);
+                for (int x = 0; x < soft.width; x++)
+                    maxdiff = !(fabs(a[x] - b[x]) <= maxdiff) ? fabs(a[x] - b[x]) : maxdiff;
+            }
+            snprintf(path, sizeof path, "%s/guided-fast.png", dir);
+            if (!(rc = mk_imageio_save(path, &alpha))) {
+                cJSON *st = cJSON_CreateObject();
+                cJSON_AddStringToObject(st, "op", "guided");
+                cJSON_AddStringToObject(st, "variant", "fast upsampling of a 1/4 mask, colour guide");
+                cJSON_AddNumberToObject(st, "radius", g.radius);
+                cJSON_AddNumberToObject(st, "eps", g.eps);
+                cJSON_AddNumberToObject(st, "scale", g.scale);
+                cJSON_AddNumberToObject(st, "max_diff_vs_cpu", maxdiff);
+                cJSON_AddStringToObject(st, "output", path);
+                cJSON_AddItemToArray(steps, st);
+                if (!(maxdiff <= 1e-5))
+                    rc = mk_err_set(MK_ESTATE, "guided: backend and CPU reference differ by %g", maxdiff);
+            }
+        }
+        mk_image_free(NULL, &low);
+        mk_image_free(ctx, &dlow);
+        mk_image_free(ctx, &dscene);
+        mk_image_free(ctx, &dsoft);
+        mk_image_free(NULL, &soft);
+        mk_image_free(NULL, &ref);
+        mk_image_free(NULL, &alpha);
+    }
     if (rc)
         fprintf(stderr, "masktool demo: %s\n", mk_err_msg());
     mt_print_json(o, 1);
@@ -565,7 +825,8 @@ static const struct {
     {"threshold", "binarise a gray image with a fixed or Otsu threshold", cmd_threshold},
     {"forward", "run a Darknet network on a raw input tensor, write the yolo outputs", mt_forward},
     {"decode", "decode + NMS of dumped [yolo] outputs, print detections as JSON", mt_decode},
-    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|yolo-decode|all)", mt_bench},
+    {"guided", "guided filter / fast guided upsampling of a mask with an image as guide", cmd_guided},
+    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|guided|yolo-decode|all)", mt_bench},
     {"bus-bench", "benchmark the frame bus with reader processes, print JSON (also a test writer)", mt_bus_bench},
     {"demo", "run the kernels on a built-in scene (no camera or data needed)", cmd_demo},
     {"info", "print the backends and devices this build can use", cmd_info},

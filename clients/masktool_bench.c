@@ -3,8 +3,10 @@
 #include "yolo_cfg.h"
 
 #include "errors.h"
+#include "guided.h"
 #include "imageio.h"
 #include "letterbox.h"
+#include "mask.h"
 #include "threshold.h"
 #include "yolo.h"
 
@@ -202,6 +204,170 @@ static int bench_one(mk_ctx_t *ctx, int op, mk_letterbox_mode_t mode, int yuyv, 
     free_bufs(ctx, r.dst, r.nbuf);
     free(t);
     mk_image_free(NULL, &yuv);
+    return rc;
+}
+
+/* ---- guided filter ---------------------------------------------------------------------------------------- */
+
+/* The guided cases: the full filter (f32 source in, soft f32 out) and the fast upsampling of a 1/4 mask (u8, a
+ * GrabCut-like 0/255 mask) with binarisation at 0.5, r = 8 and eps = 1e-4 at full resolution, as in the issue. */
+enum { GUIDED_RADIUS = 8, GUIDED_FAST_SCALE = 4 };
+#define GUIDED_EPS 1e-4
+
+typedef struct {
+    mk_ctx_t *ctx;
+    mk_image_t *guide, *src, *dst;
+    int nbuf, cur;
+    mk_guided_t g;
+    mk_mask_t m;
+} guided_run_t;
+
+static int guided_once(void *arg)
+{
+    guided_run_t *r = arg;
+    int i = r->cur;
+    r->cur = (r->cur + 1) % r->nbuf;
+    return mk_guided_upsample(r->ctx, &r->guide[i], &r->src[i], &r->dst[i], &r->g, &r->m);
+}
+
+static int guided_pipelined(void *arg)
+{
+    int rc = 0;
+    for (int i = 0; i < PIPELINE && !rc; i++)
+        rc = guided_once(arg);
+    return rc;
+}
+
+/* The source of a case from the guide photo (real data, never zeros): full, the gray level / 255 as f32; fast,
+ * the 4x4 block means of the gray level thresholded at 128 (0 or 255). */
+static int guided_source(const mk_image_t *gray, int fast, mk_image_t *out)
+{
+    int s = fast ? GUIDED_FAST_SCALE : 1, w = (gray->width + s - 1) / s, h = (gray->height + s - 1) / s;
+    *out = mk_image_desc(w, h, MK_FMT_GRAY, fast ? MK_U8 : MK_F32);
+    int rc = mk_image_alloc(NULL, out, MK_MEM_HOST);
+    for (int y = 0; y < h && !rc; y++)
+        for (int x = 0; x < w; x++) {
+            int sum = 0, n = 0;
+            for (int yy = y * s; yy < y * s + s && yy < gray->height; yy++)
+                for (int xx = x * s; xx < x * s + s && xx < gray->width; xx++, n++)
+                    sum += ((const uint8_t *)mk_image_row(gray, 0, yy))[xx];
+            if (fast)
+                ((uint8_t *)mk_image_row(out, 0, y))[x] = sum > 128 * n ? 255 : 0;
+            else
+                ((float *)mk_image_row(out, 0, y))[x] = (float)sum / 255.0f;
+        }
+    return rc;
+}
+
+/* On the CPU backend the reference takes up to seconds a call: a few runs, no pipelined series. */
+static int bench_guided_one(mk_ctx_t *ctx, const mk_image_t *guide_h, const mk_image_t *gray, int fast, int runs,
+                            int warmup, double copy_gbps, cJSON *results)
+{
+    int cuda = mk_ctx_backend(ctx) == MK_BACKEND_CUDA, rc;
+    guided_run_t r = {.ctx = ctx, .g = {GUIDED_RADIUS, GUIDED_EPS, fast ? GUIDED_FAST_SCALE : 1, 0}};
+    r.m = mk_mask_soft();
+    if (fast)
+        r.m.mode = MK_MASK_BINARY;
+    if (!cuda) {
+        runs = runs < 5 ? runs : 5;
+        warmup = 1;
+    }
+    mk_image_t src_h = {0};
+    if ((rc = guided_source(gray, fast, &src_h)))
+        return rc;
+    mk_image_t dst_desc = mk_image_desc(guide_h->width, guide_h->height, MK_FMT_GRAY, fast ? MK_U8 : MK_F32);
+    size_t per = mk_image_row_bytes(guide_h) * (size_t)guide_h->height + mk_image_row_bytes(&src_h) * src_h.height;
+    r.nbuf = cuda ? (int)(ROTATE_BYTES / per + 1) : 1;
+    r.nbuf = r.nbuf > ROTATE_MAX ? ROTATE_MAX : r.nbuf < 1 ? 1 : r.nbuf;
+    r.guide = calloc((size_t)r.nbuf, sizeof *r.guide);
+    r.src = calloc((size_t)r.nbuf, sizeof *r.src);
+    r.dst = calloc((size_t)r.nbuf, sizeof *r.dst);
+    double *t = calloc((size_t)runs, sizeof *t), pipe[PIPELINE_REPS];
+    if (!r.guide || !r.src || !r.dst || !t)
+        rc = mk_err_set(MK_ENOMEM, "out of memory");
+    for (int i = 0; i < r.nbuf && !rc; i++) {
+        r.guide[i] = *guide_h;
+        r.src[i] = src_h;
+        r.guide[i].data = r.src[i].data = NULL;
+        r.guide[i].owned = r.src[i].owned = 0;
+        r.guide[i].pitch = r.src[i].pitch = 0;
+        r.dst[i] = dst_desc;
+        if (!(rc = mk_image_alloc(ctx, &r.guide[i], mk_ctx_mem(ctx))) &&
+            !(rc = mk_image_upload(ctx, &r.guide[i], guide_h)) &&
+            !(rc = mk_image_alloc(ctx, &r.src[i], mk_ctx_mem(ctx))) && !(rc = mk_image_upload(ctx, &r.src[i], &src_h)))
+            rc = mk_image_alloc(ctx, &r.dst[i], mk_ctx_mem(ctx));
+    }
+    if (!rc)
+        rc = mk_ctx_sync(ctx);
+    for (int i = 0; i < warmup && !rc; i++) {
+        double us;
+        rc = mk_ctx_time_us(ctx, guided_once, &r, &us);
+    }
+    for (int i = 0; i < runs && !rc; i++)
+        rc = mk_ctx_time_us(ctx, guided_once, &r, &t[i]);
+    for (int i = 0; i < PIPELINE_REPS && !rc && cuda; i++) {
+        rc = mk_ctx_time_us(ctx, guided_pipelined, &r, &pipe[i]);
+        pipe[i] /= PIPELINE;
+    }
+    if (!rc) {
+        qsort(t, (size_t)runs, sizeof *t, cmp_double);
+        if (cuda)
+            qsort(pipe, PIPELINE_REPS, sizeof pipe[0], cmp_double);
+        double sum = 0, n = (double)guide_h->width * guide_h->height;
+        for (int i = 0; i < runs; i++)
+            sum += t[i];
+        double median = t[runs / 2], p99 = t[(int)ceil(0.99 * runs) - 1];
+        /* The floor: the guide, the source and the output, each once. */
+        double floor_bytes = n * guide_h->channels + (double)mk_image_row_bytes(&src_h) * src_h.height +
+                             n * (double)mk_dtype_size(dst_desc.dtype);
+        char size[32], variant[64];
+        snprintf(size, sizeof size, "%dx%d", guide_h->width, guide_h->height);
+        if (fast)
+            snprintf(variant, sizeof variant, "fast-s%d-r%d-binary", GUIDED_FAST_SCALE, GUIDED_RADIUS);
+        else
+            snprintf(variant, sizeof variant, "full-r%d", GUIDED_RADIUS);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "op", "guided");
+        cJSON_AddStringToObject(o, "variant", variant);
+        cJSON_AddStringToObject(o, "src_format", guide_h->channels == 3 ? "bgr" : "gray");
+        cJSON_AddStringToObject(o, "size", size);
+        cJSON_AddStringToObject(o, "source", fast ? "u8 mask at 1/4" : "f32");
+        cJSON_AddStringToObject(o, "output", fast ? "u8 binary (q > 0.5)" : "f32 soft");
+        cJSON_AddNumberToObject(o, "eps", GUIDED_EPS);
+        cJSON_AddNumberToObject(o, "runs", runs);
+        cJSON_AddNumberToObject(o, "warmup", warmup);
+        cJSON_AddNumberToObject(o, "buffers_rotated", r.nbuf);
+        cJSON_AddNumberToObject(o, "median_us", round(median * 100) / 100);
+        cJSON_AddNumberToObject(o, "p99_us", round(p99 * 100) / 100);
+        cJSON_AddNumberToObject(o, "min_us", round(t[0] * 100) / 100);
+        cJSON_AddNumberToObject(o, "mean_us", round(sum / runs * 100) / 100);
+        cJSON_AddNumberToObject(o, "pipelined_us", round((cuda ? pipe[PIPELINE_REPS / 2] : median) * 100) / 100);
+        cJSON_AddNumberToObject(o, "floor_bytes", floor_bytes);
+        if (copy_gbps > 0)
+            cJSON_AddNumberToObject(o, "floor_us", round(floor_bytes / copy_gbps / 1e3 * 100) / 100);
+        cJSON_AddNumberToObject(o, "achieved_GBps", round(floor_bytes / median / 1e3 * 10) / 10);
+        cJSON_AddItemToArray(results, o);
+    }
+    free_bufs(ctx, r.guide, r.nbuf);
+    free_bufs(ctx, r.src, r.nbuf);
+    free_bufs(ctx, r.dst, r.nbuf);
+    free(t);
+    mk_image_free(NULL, &src_h);
+    return rc;
+}
+
+/* Colour and grey guides, full and fast, at one size. */
+static int bench_guided(mk_ctx_t *ctx, const char *image, int w, int h, int runs, int warmup, double copy_gbps,
+                        cJSON *results, char *what, size_t what_len)
+{
+    mk_image_t bgr = {0}, gray = {0};
+    int rc = mt_source_image(image, MK_FMT_BGR, w, h, &bgr, what, what_len);
+    if (!rc)
+        rc = mt_source_image(image, MK_FMT_GRAY, w, h, &gray, what, what_len);
+    for (int k = 0; k < 4 && !rc; k++)
+        rc = bench_guided_one(ctx, k < 2 ? &bgr : &gray, &gray, k % 2, runs, warmup, copy_gbps, results);
+    mk_image_free(NULL, &bgr);
+    mk_image_free(NULL, &gray);
     return rc;
 }
 
@@ -445,11 +611,13 @@ static void bench_help(void)
          "microseconds over N runs (default 500, at least 200) after a warm-up (default 50), each call\n"
          "synchronised (latency); pipelined_us: per call with 20 calls queued back to back (throughput); the bytes-moved\n"
          "floor, the floor time at the measured device-to-device copy bandwidth, and the achieved GB/s.\n"
-         "  OP          letterbox (warp and darknet from BGR, warp from YUYV), threshold (fixed 128), otsu, all\n"
-         "              (these three), or yolo-decode: decode + NMS of Darknet's [yolo] outputs of two images\n"
-         "              (reference/darknet of the test data) and of two dense synthetic 416x416 outputs with\n"
-         "              thousands of boxes above the threshold (80 classes, and 1); wall_*_us: as the caller\n"
-         "              sees it, results copied to the host included\n"
+         "  OP          letterbox (warp and darknet from BGR, warp from YUYV), threshold (fixed 128), otsu,\n"
+         "              guided (colour and grey guide, r = 8, eps = 1e-4: the full filter of an f32 source, and the\n"
+         "              fast upsampling of a 1/4 u8 mask with binarisation; sizes 1280x720,1920x1080 unless\n"
+         "              --sizes; on the CPU backend 5 runs), all (these four), or yolo-decode: decode + NMS of\n"
+         "              Darknet's [yolo] outputs of two images (reference/darknet of the test data) and of two\n"
+         "              dense synthetic 416x416 outputs with thousands of boxes above the threshold (80 classes,\n"
+         "              and 1); wall_*_us: as the caller sees it, results copied to the host included\n"
          "  --image     a real photo, mirror-tiled to each size (default: images/person.jpg of the test data;\n"
          "              a generated scene without it)\n"
          "  --sizes     source sizes (default 640x480,1280x720,1920x1080)\n"
@@ -465,7 +633,7 @@ int mt_bench(int argc, char **argv)
         {"warmup", required_argument, 0, 'w'},  {"image", required_argument, 0, 'i'},
         {"sizes", required_argument, 0, 's'},   {"net", required_argument, 0, 'n'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-    const char *backend = NULL, *image = NULL, *sizes = "640x480,1280x720,1920x1080";
+    const char *backend = NULL, *image = NULL, *sizes = "640x480,1280x720,1920x1080", *guided_sizes = NULL;
     int runs = 500, warmup = 50, net_w = 416, net_h = 416, c;
     while ((c = getopt_long(argc, argv, "b:r:w:i:s:n:h", opts, NULL)) != -1) {
         switch (c) {
@@ -473,7 +641,7 @@ int mt_bench(int argc, char **argv)
         case 'r': runs = atoi(optarg); break;
         case 'w': warmup = atoi(optarg); break;
         case 'i': image = optarg; break;
-        case 's': sizes = optarg; break;
+        case 's': sizes = guided_sizes = optarg; break;
         case 'n':
             if (mt_parse_size(optarg, &net_w, &net_h))
                 return 2;
@@ -483,14 +651,15 @@ int mt_bench(int argc, char **argv)
         }
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "masktool bench: one OP expected: letterbox, threshold, otsu, all or yolo-decode\n");
+        fprintf(stderr, "masktool bench: one OP expected: letterbox, threshold, otsu, guided, all or yolo-decode\n");
         return 2;
     }
     const char *op = argv[optind];
     int do_lb = !strcmp(op, "letterbox") || !strcmp(op, "all"), do_th = !strcmp(op, "threshold") || !strcmp(op, "all"),
-        do_otsu = !strcmp(op, "otsu") || !strcmp(op, "all"), do_yolo = !strcmp(op, "yolo-decode");
-    if (!do_lb && !do_th && !do_otsu && !do_yolo) {
-        fprintf(stderr, "masktool bench: unknown op '%s' (letterbox|threshold|otsu|all|yolo-decode)\n", op);
+        do_otsu = !strcmp(op, "otsu") || !strcmp(op, "all"), do_guided = !strcmp(op, "guided") || !strcmp(op, "all"),
+        do_yolo = !strcmp(op, "yolo-decode");
+    if (!do_lb && !do_th && !do_otsu && !do_guided && !do_yolo) {
+        fprintf(stderr, "masktool bench: unknown op '%s' (letterbox|threshold|otsu|guided|all|yolo-decode)\n", op);
         return 2;
     }
     if (runs < 200 || runs > 1000000 || warmup < 1 || warmup > 100000) {
@@ -512,7 +681,7 @@ int mt_bench(int argc, char **argv)
     }
     cJSON *results = cJSON_AddArrayToObject(doc, "results");
     char list[256], what[4200] = "";
-    snprintf(list, sizeof list, "%s", do_yolo ? "" : sizes);
+    snprintf(list, sizeof list, "%s", do_yolo || !(do_lb || do_th || do_otsu) ? "" : sizes);
     if (do_yolo && !rc)
         rc = bench_yolo(ctx, runs, warmup, results, what, sizeof what);
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
@@ -538,6 +707,16 @@ int mt_bench(int argc, char **argv)
         }
         mk_image_free(NULL, &bgr);
         mk_image_free(NULL, &gray);
+    }
+    snprintf(list, sizeof list, "%s", guided_sizes ? guided_sizes : "1280x720,1920x1080");
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && !rc && do_guided;
+         tok = strtok_r(NULL, ",", &save)) {
+        int w, h;
+        if (mt_parse_size(tok, &w, &h)) {
+            rc = mk_err_set(MK_EINVAL, "bad --sizes");
+            break;
+        }
+        rc = bench_guided(ctx, image, w, h, runs, warmup, copy_gbps, results, what, sizeof what);
     }
     cJSON_AddStringToObject(doc, "source", what);
     if (rc)

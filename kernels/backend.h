@@ -6,7 +6,10 @@
 
 #include "ctx_internal.h"
 #include "darknet.h"
+#include "guided.h"
+#include "guided_px.h"
 #include "letterbox.h"
+#include "mask.h"
 #include "threshold.h"
 #include "yolo.h"
 
@@ -30,11 +33,21 @@ MK_OP(mk_net_forward, (mk_ctx_t *ctx, mk_net_t *net, const mk_image_t *input))
 /* max_out arrives already limited by top_k, and is at least 1. */
 MK_OP(mk_yolo_detect, (mk_ctx_t *ctx, const mk_yolo_layer_t *layers, int nlayers, const mk_letterbox_t *lb,
                        const mk_yolo_params_t *p, mk_detection_t *out, int max_out, int *n_out))
+/* The mask's product (soft, alpha, binary; Otsu as alpha) at its place in dst, zero elsewhere in dst. */
+MK_OP(mk_mask_compose, (mk_ctx_t *ctx, const mk_image_t *soft, mk_image_t *dst, const mk_mask_t *m))
+/* The (fast) guided filter of a checked plan, its output written as mk_mask_compose would write it. */
+MK_OP(mk_guided_upsample, (mk_ctx_t *ctx, const mk_image_t *guide, const mk_image_t *mask, mk_image_t *dst,
+                           const mk_guided_plan_t *pl, const mk_mask_t *m))
 
 #undef MK_OP
 
 void mk_net_release_cpu(mk_ctx_t *ctx, mk_net_t *net);
 void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net);
+
+/* Checks a guided call's parameters and fills its plan (kernels/guided.c). */
+int mk_guided_plan(const mk_guided_t *g, int C, int w, int h, mk_guided_plan_t *pl);
+/* After a backend wrote the alpha of an Otsu mask: binarises its w x h region at Otsu's threshold (kernels/mask.c). */
+int mk_mask_finish(mk_ctx_t *ctx, mk_image_t *dst, const mk_mask_t *m, int w, int h);
 
 /* CUDA runtime services for the context and images (kernels/cuda/ctx_cuda.cu). */
 int mk_cuda_probe(char *why, size_t why_len);

@@ -12,6 +12,7 @@ extern "C" {
  * except the *_HOST slots: host memory, page-locked on CUDA contexts (the target of asynchronous copies). */
 typedef enum {
     MK_SCRATCH_OTSU = 0,   /* histogram, block counter and chosen threshold of the CUDA Otsu */
+    MK_SCRATCH_GUIDED,     /* the guided filter's coefficients and, for large radii, its summed-area tables */
     MK_SCRATCH_YOLO,       /* boxes, per-class lists and results of the CUDA decode + NMS */
     MK_SCRATCH_YOLO_HOST,  /* pinned host memory the CUDA decode + NMS copies its results to */
     MK_SCRATCH_COUNT

@@ -142,6 +142,14 @@ int mk_image_check(const mk_image_t *img, const char *what)
     return 0;
 }
 
+int mk_image_overlap(const mk_image_t *a, const mk_image_t *b)
+{
+    uintptr_t a0 = (uintptr_t)a->data, b0 = (uintptr_t)b->data;
+    uintptr_t a1 = a0 + (mk_image_rows(a) - 1) * a->pitch + mk_image_row_bytes(a);
+    uintptr_t b1 = b0 + (mk_image_rows(b) - 1) * b->pitch + mk_image_row_bytes(b);
+    return a0 < b1 && b0 < a1;
+}
+
 int mk_image_alloc(mk_ctx_t *ctx, mk_image_t *img, mk_mem_t mem)
 {
     if (!img)

@@ -76,6 +76,9 @@ static inline void *mk_image_row(const mk_image_t *img, int plane, int y)
  * least the row bytes and a multiple of the element size, data non-NULL). `what` names it in the message. */
 int mk_image_check(const mk_image_t *img, const char *what);
 
+/* 1 when the byte ranges of two checked images' pixel rows (first row start to last row end) intersect. */
+int mk_image_overlap(const mk_image_t *a, const mk_image_t *b);
+
 /* Allocates img->data in `mem` (pitch 0 becomes the row bytes rounded up to 256 for device memory, 64 for host);
  * a CUDA space needs a CUDA context (host allocations accept ctx == NULL). */
 int mk_image_alloc(mk_ctx_t *ctx, mk_image_t *img, mk_mem_t mem);

@@ -146,6 +146,48 @@ mk_ctx_t *tu_cuda_ctx(char *why, size_t n)
     return ctx;
 }
 
+void tu_dev_guard_alloc(mk_ctx_t *gpu, tu_dev_guard_t *g, mk_image_t desc, size_t extra_pitch, uint8_t poison)
+{
+    size_t pitch = mk_image_row_bytes(&desc) + extra_pitch;
+    g->whole = mk_image_desc((int)pitch, (int)mk_image_rows(&desc) + 4, MK_FMT_GRAY, MK_U8);
+    g->whole.pitch = pitch;
+    TU_OK(mk_image_alloc(gpu, &g->whole, mk_ctx_mem(gpu)));
+    TU_OK(mk_image_memset(gpu, &g->whole, poison));
+    g->img = desc;
+    g->img.pitch = pitch;
+    g->img.mem = mk_ctx_mem(gpu);
+    g->img.data = (char *)g->whole.data + 2 * pitch;
+    g->img.owned = 0;
+}
+
+mk_image_t tu_dev_guard_check(mk_ctx_t *gpu, tu_dev_guard_t *g, uint8_t poison, const char *what)
+{
+    mk_image_t whole = tu_to_host(gpu, &g->whole);
+    size_t row = mk_image_row_bytes(&g->img), rows = mk_image_rows(&g->img), pitch = g->img.pitch;
+    for (size_t y = 0; y < rows + 4; y++) {
+        const uint8_t *p = (const uint8_t *)whole.data + y * whole.pitch;
+        size_t from = (y < 2 || y >= rows + 2) ? 0 : row;
+        for (size_t x = from; x < pitch; x++)
+            if (p[x] != poison)
+                fail_msg("%s: guard byte (%zu, %zu) overwritten", what, x, y);
+    }
+    mk_image_t out = g->img;
+    out.mem = MK_MEM_HOST;
+    out.data = NULL;
+    out.owned = 0;
+    out.pitch = 0;
+    TU_OK(mk_image_alloc(NULL, &out, MK_MEM_HOST));
+    for (size_t y = 0; y < rows; y++)
+        memcpy((char *)out.data + y * out.pitch, (const char *)whole.data + (y + 2) * whole.pitch, row);
+    mk_image_free(NULL, &whole);
+    return out;
+}
+
+void tu_dev_guard_free(mk_ctx_t *gpu, tu_dev_guard_t *g)
+{
+    mk_image_free(gpu, &g->whole);
+}
+
 uint64_t tu_fnv1a(const mk_image_t *img)
 {
     uint64_t h = 0xcbf29ce484222325ull;

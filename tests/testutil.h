@@ -87,4 +87,14 @@ void tu_json_size(const struct cJSON *arr, int *w, int *h);
 /* A CUDA context, or NULL with the reason in `why` (no GPU, CUDA not built). */
 mk_ctx_t *tu_cuda_ctx(char *why, size_t n);
 
+/* An image in the context's memory inside a larger allocation poisoned with one byte: 2 guard rows before and
+ * after, and the pitch padding. tu_dev_guard_check() downloads it, fails the test if a guard byte changed, and
+ * returns the image part as a new host image. */
+typedef struct {
+    mk_image_t img, whole;
+} tu_dev_guard_t;
+void tu_dev_guard_alloc(mk_ctx_t *gpu, tu_dev_guard_t *g, mk_image_t desc, size_t extra_pitch, uint8_t poison);
+mk_image_t tu_dev_guard_check(mk_ctx_t *gpu, tu_dev_guard_t *g, uint8_t poison, const char *what);
+void tu_dev_guard_free(mk_ctx_t *gpu, tu_dev_guard_t *g);
+
 #endif

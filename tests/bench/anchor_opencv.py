@@ -5,8 +5,12 @@
   letterbox: the seed's preprocess(): cv2.warpAffine(INTER_LINEAR, pad 114) + BGR->RGB, /255, HWC->CHW float32
   threshold: cv2.threshold(THRESH_BINARY, 128)
   otsu:      cv2.threshold(THRESH_BINARY | THRESH_OTSU)
+  guided:    cv2.ximgproc.guidedFilter(guide / 255 as float32, source, r = 8, eps = 1e-4), colour and grey guide, at
+             --guided-sizes (needs opencv-contrib; skipped with a note without it). OpenCV has no fast guided filter:
+             masktool's fast rows have no anchor.
 
-Each is timed with OpenCV's default thread count and with one thread; median and p99 of --runs after a warm-up."""
+Each is timed with OpenCV's default thread count and with one thread; median and p99 of --runs after a warm-up
+(the guided filter: at most --guided-runs)."""
 import argparse
 import json
 import os
@@ -57,6 +61,8 @@ def main():
     ap.add_argument("--net", default="416x416")
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--guided-sizes", default="1280x720,1920x1080")
+    ap.add_argument("--guided-runs", type=int, default=20)
     a = ap.parse_args()
     photo = cv2.imread(a.image, cv2.IMREAD_COLOR)
     assert photo is not None, a.image
@@ -78,8 +84,27 @@ def main():
                 r.update(timeit(fn, a.runs, a.warmup))
                 results.append(r)
         cv2.setNumThreads(default_threads)
+    guided_note = "cv2.ximgproc.guidedFilter, guide / 255 in float32, f32 source, r = 8, eps = 1e-4"
+    if hasattr(cv2, "ximgproc"):
+        for size in a.guided_sizes.split(","):
+            w, h = map(int, size.split("x"))
+            bgr = mirror_tile(photo, w, h)
+            gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
+            src = gray.astype(np.float32) / 255.0
+            for fmt, guide in (("bgr", bgr.astype(np.float32) / 255.0), ("gray", gray.astype(np.float32) / 255.0)):
+                for threads in (default_threads, 1):
+                    cv2.setNumThreads(threads)
+                    runs = min(a.runs, a.guided_runs)
+                    r = {"op": "guided", "variant": "full-r8", "src_format": fmt, "size": size, "threads": threads,
+                         "runs": runs}
+                    r.update(timeit(lambda: cv2.ximgproc.guidedFilter(guide, src, 8, 1e-4), runs, 2))
+                    results.append(r)
+            cv2.setNumThreads(default_threads)
+    else:
+        guided_note = "skipped: this OpenCV has no ximgproc (opencv-contrib-python needed)"
     print(json.dumps({"tool": "opencv anchor", "opencv": cv2.__version__, "cpu_count": os.cpu_count(),
-                      "default_threads": default_threads, "source": a.image, "results": results}, indent=1))
+                      "default_threads": default_threads, "source": a.image, "guided": guided_note,
+                      "results": results}, indent=1))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ rc=0
 if [ "$what" != bench ] && [ "$what" != bus ]; then
     meson test -C build-gpu --print-errorlogs > "$OUT/test.log" 2>&1 || rc=1
     grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
-    grep -hE "CUDA device:|otsu parity|darknet letterbox:|yolo parity|darknet reference|one class|skipping|SKIP" \
+    grep -hE "CUDA device:|otsu parity|guided parity|guided: |darknet letterbox:|yolo parity|darknet reference|one class|skipping|SKIP" \
         build-gpu/meson-logs/testlog.txt | sort | uniq -c
     [ $rc = 0 ] || grep -B2 -A30 "FAIL\|ERROR" "$OUT/test.log" | head -80
 fi

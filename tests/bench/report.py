@@ -27,7 +27,9 @@ def main():
         key = (r["op"], r["size"])
         cpu_r = next((c for c in (cpu or {}).get("results", []) if (c["op"], c["variant"], c["src_format"], c["size"])
                       == (r["op"], r["variant"], r["src_format"], r["size"])), None)
-        an = [a for a in anchor["results"] if (a["op"], a["size"]) == key]
+        # The guided rows have anchors per variant and guide format (none for the fast variant).
+        an = [a for a in anchor["results"] if (a["op"], a["size"]) == key and
+              (r["op"] != "guided" or (a.get("variant"), a.get("src_format")) == (r["variant"], r["src_format"]))]
         an_n = next((a["median_us"] for a in an if a["threads"] == anchor["default_threads"]), None)
         an_1 = next((a["median_us"] for a in an if a["threads"] == 1), None)
         ratio = "%.0fx" % (an_n / r["median_us"]) if (cuda and an_n) else "-"
