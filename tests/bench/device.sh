@@ -19,6 +19,7 @@ cudnn=$(python3 -c 'import nvidia.cudnn, os; print(list(nvidia.cudnn.__path__)[0
 opts=(-Dcuda=enabled --buildtype=release)
 [ -f /usr/local/cuda/include/cudnn.h ] || [ -z "$cudnn" ] || opts+=(-Dcudnn_root="$cudnn")
 echo "meson $(meson --version), nvcc $(nvcc --version | tail -1), cudnn ${cudnn:-/usr/local/cuda}"
+[ -d build-gpu/meson-private ] && opts+=(--reconfigure)
 meson setup build-gpu "${opts[@]}" > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
 grep -A8 "Backends" "$OUT/setup.log"
 ninja -C build-gpu > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
