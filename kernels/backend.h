@@ -7,6 +7,7 @@
 #include "ctx_internal.h"
 #include "letterbox.h"
 #include "threshold.h"
+#include "yuyv.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,6 +23,7 @@ MK_OP(mk_threshold, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int 
 MK_OP(mk_threshold_otsu, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int maxval,
                           mk_thresh_mode_t mode, int *thresh_out))
 MK_OP(mk_histogram, (mk_ctx_t *ctx, const mk_image_t *src, uint32_t hist[256]))
+MK_OP(mk_yuyv_to_rgb, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst))
 
 #undef MK_OP
 
