@@ -246,7 +246,7 @@ int mk_source_next(mk_source_t *src, int timeout_ms, mk_frame_t *frame)
     if (src->pace_fps > 0) {
         int64_t period = (int64_t)(1e9 / src->pace_fps);
         int64_t due = (src->next_due_ns ? src->next_due_ns : now) + period;
-        src->next_due_ns = due < now ? now : due; /* fallen behind: restart the schedule, no burst */
+        src->next_due_ns = due < now ? now + period : due; /* fallen behind: restart the schedule, no burst */
     }
     return MK_SOURCE_FRAME;
 }
