@@ -767,7 +767,7 @@ static void test_timeout_then_lost(void **state)
 {
     (void)state;
     mk_source_config_t c = config(640, 480, 30, MK_PIXFMT_MJPEG);
-    c.lost_ms = 300;
+    c.lost_ms = 600;
     mk_source_t *src = open_fake(&c);
     mk_frame_t f;
     assert_int_equal(mk_source_next(src, 1000, &f), MK_SOURCE_FRAME);
@@ -789,7 +789,7 @@ static void test_timeout_then_lost(void **state)
         timeouts++;
     assert_int_equal(rc, MK_SOURCE_LOST);
     assert_true(timeouts >= 3);
-    assert_true(now_ns() - t0 >= 280000000);
+    assert_true(now_ns() - t0 >= 560000000);
     assert_int_equal(mk_source_state(src), MK_SOURCE_STATE_LOST);
     /* Reopening restarts the stream. */
     F.produce = 1;
