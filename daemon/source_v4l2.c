@@ -44,7 +44,7 @@ typedef struct {
     int nbufs;
     uint32_t pixfmt;
     int width, height;
-    uint32_t bytesperline, sizeimage;
+    uint32_t bytesperline;
     double fps;
     int64_t last_frame_ns;
     uint32_t last_seq;
@@ -367,7 +367,6 @@ static int set_mode(mk_source_t *s, v4l2_t *v, const vmode_t *m)
     v->bytesperline = f.fmt.pix.bytesperline;
     if (v->pixfmt == V4L2_PIX_FMT_YUYV && v->bytesperline < 2 * f.fmt.pix.width)
         v->bytesperline = 2 * f.fmt.pix.width;
-    v->sizeimage = f.fmt.pix.sizeimage;
 
     v->fps = 0;
     struct v4l2_streamparm p = {.type = V4L2_BUF_TYPE_VIDEO_CAPTURE};
@@ -388,7 +387,8 @@ static int set_mode(mk_source_t *s, v4l2_t *v, const vmode_t *m)
         v->fps = (double)p.parm.capture.timeperframe.denominator / p.parm.capture.timeperframe.numerator;
     else
         v->fps = m->fps;
-    if (v->width != s->cfg.width || v->height != s->cfg.height || (s->cfg.fps > 0 && fabs(v->fps - s->cfg.fps) > 0.01))
+    if ((s->cfg.width && (v->width != s->cfg.width || v->height != s->cfg.height)) ||
+        (s->cfg.fps > 0 && fabs(v->fps - s->cfg.fps) > 0.01))
         MK_INFO("%s: %s %dx%d @ %.3g fps (asked for %dx%d @ %.3g fps: the nearest the device offers)", v->path, cc,
                 v->width, v->height, v->fps, s->cfg.width, s->cfg.height, s->cfg.fps);
     return 0;
