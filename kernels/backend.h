@@ -12,6 +12,7 @@
 #include "mask.h"
 #include "threshold.h"
 #include "yolo.h"
+#include "yuyv.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,6 +39,7 @@ MK_OP(mk_mask_compose, (mk_ctx_t *ctx, const mk_image_t *soft, mk_image_t *dst, 
 /* The (fast) guided filter of a checked plan, its output written as mk_mask_compose would write it. */
 MK_OP(mk_guided_upsample, (mk_ctx_t *ctx, const mk_image_t *guide, const mk_image_t *mask, mk_image_t *dst,
                            const mk_guided_plan_t *pl, const mk_mask_t *m))
+MK_OP(mk_yuyv_to_rgb, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst))
 
 #undef MK_OP
 

@@ -5,6 +5,7 @@
 
 #include "letterbox.h"
 #include "threshold.h"
+#include "yuyv.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -295,6 +296,40 @@ static void test_otsu_repeated(void **state)
     mk_image_free(NULL, &b);
 }
 
+/* ---- YUYV -> RGB/BGR ----------------------------------------------------------------------------------- */
+
+static void test_yuyv_random(void **state)
+{
+    (void)state;
+    tu_rng_t r = {4242};
+    for (int i = 0; i < 80; i++) {
+        int w = i < 3 ? (int[]){2, 1920, 2}[i] : 2 * tu_rand_int(&r, 1, 400);
+        int h = i < 3 ? (int[]){1, 1080, 7}[i] : tu_rand_int(&r, 1, 300);
+        mk_format_t fmt = i % 2 ? MK_FMT_RGB : MK_FMT_BGR;
+        size_t se = (size_t)tu_rand_int(&r, 0, 40), de = (size_t)tu_rand_int(&r, 0, 40);
+        mk_image_t src = tu_random_image(tu_rand(&r), w, h, MK_FMT_YUYV);
+        mk_image_t ref = mk_image_desc(w, h, fmt, MK_U8);
+        TU_OK(mk_image_alloc(NULL, &ref, MK_MEM_HOST));
+        TU_OK(mk_yuyv_to_rgb(cpu, &src, &ref));
+        mk_image_t dsrc = tu_to_ctx(gpu, &src, se);
+        char what[128];
+        snprintf(what, sizeof what, "yuyv %d: %dx%d (+%zu,+%zu) -> %s", i, w, h, se, de, mk_format_name(fmt));
+        for (int k = 0; k < 2; k++) {
+            dev_guard_t g;
+            dev_guard_alloc(&g, mk_image_desc(w, h, fmt, MK_U8), de, poisons[k]);
+            TU_OK(mk_yuyv_to_rgb(gpu, &dsrc, &g.img));
+            TU_OK(mk_ctx_sync(gpu));
+            mk_image_t got = dev_guard_check(&g, poisons[k], what);
+            assert_same(&ref, &got, what);
+            mk_image_free(NULL, &got);
+            dev_guard_free(&g);
+        }
+        mk_image_free(gpu, &dsrc);
+        mk_image_free(NULL, &ref);
+        mk_image_free(NULL, &src);
+    }
+}
+
 /* Bad input on the CUDA backend: errors, not crashes; host images are refused. */
 static void test_cuda_bad_input(void **state)
 {
@@ -306,6 +341,11 @@ static void test_cuda_bad_input(void **state)
     assert_int_equal(mk_threshold(gpu, &g, &g, 1, 255, MK_THRESH_BINARY), MK_EINVAL);
     uint32_t hist[256];
     assert_int_equal(mk_histogram(gpu, &g, hist), MK_EINVAL);
+    mk_image_t y = tu_random_image(3, 8, 8, MK_FMT_YUYV), rgb = mk_image_desc(8, 8, MK_FMT_RGB, MK_U8);
+    TU_OK(mk_image_alloc(gpu, &rgb, MK_MEM_DEVICE));
+    assert_int_equal(mk_yuyv_to_rgb(gpu, &y, &rgb), MK_EINVAL);
+    mk_image_free(gpu, &rgb);
+    mk_image_free(NULL, &y);
     mk_image_t huge = mk_image_desc(MK_IMAGE_MAX_DIM + 1, 1, MK_FMT_GRAY, MK_U8);
     assert_int_equal(mk_image_alloc(gpu, &huge, MK_MEM_DEVICE), MK_ERANGE);
     mk_image_free(gpu, &out);
@@ -328,7 +368,7 @@ int main(void)
         cmocka_unit_test(test_letterbox_fixed), cmocka_unit_test(test_letterbox_random),
         cmocka_unit_test(test_threshold_random), cmocka_unit_test(test_histogram),
         cmocka_unit_test(test_otsu_sets),       cmocka_unit_test(test_otsu_repeated),
-        cmocka_unit_test(test_cuda_bad_input),
+        cmocka_unit_test(test_yuyv_random),     cmocka_unit_test(test_cuda_bad_input),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mk_ctx_destroy(cpu);

@@ -1,6 +1,8 @@
 /* testutil: implementation of the shared test helpers. */
 #include "testutil.h"
 
+#include <dirent.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +134,65 @@ mk_image_t tu_to_host(mk_ctx_t *ctx, const mk_image_t *img)
     TU_OK(mk_image_download(ctx, &h, img));
     TU_OK(mk_ctx_sync(ctx));
     return h;
+}
+
+const char *tu_mkdtemp(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "/tmp/%s.XXXXXX", name);
+    if (!mkdtemp(buf))
+        fail_msg("cannot create %s", buf);
+    return buf;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void tu_rmtree(const char *dir)
+{
+    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int jpg_entry(const struct dirent *e)
+{
+    size_t n = strlen(e->d_name);
+    return n > 4 && !strcmp(e->d_name + n - 4, ".jpg");
+}
+
+tu_blob_t *tu_otb_frames(int *n)
+{
+    char dir[4096];
+    struct dirent **list;
+    *n = 0;
+    if (!tu_data_path(dir, sizeof dir, "video/otb_man/frames"))
+        return NULL;
+    int count = scandir(dir, &list, jpg_entry, alphasort);
+    if (count <= 0) {
+        fail_msg("%s: no JPEG files", dir);
+        return NULL;
+    }
+    tu_blob_t *b = calloc((size_t)count, sizeof *b);
+    assert_non_null(b);
+    for (int i = 0; i < count; i++) {
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+        void *data;
+        TU_OK(mk_file_read(path, &data, &b[i].len));
+        b[i].data = data;
+        free(list[i]);
+    }
+    free(list);
+    *n = count;
+    return b;
+}
+
+void tu_blobs_free(tu_blob_t *b, int n)
+{
+    for (int i = 0; b && i < n; i++)
+        free(b[i].data);
+    free(b);
 }
 
 mk_ctx_t *tu_cuda_ctx(char *why, size_t n)

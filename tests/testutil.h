@@ -84,6 +84,20 @@ int tu_teardown_cpu(void **state);
 /* Width and height from a JSON array [w, h]. */
 void tu_json_size(const struct cJSON *arr, int *w, int *h);
 
+/* A new empty directory /tmp/NAME.XXXXXX (its path in buf) and the removal of a directory tree. */
+const char *tu_mkdtemp(char *buf, size_t n, const char *name);
+void tu_rmtree(const char *dir);
+
+/* A file's bytes. */
+typedef struct {
+    unsigned char *data;
+    size_t len;
+} tu_blob_t;
+/* The JPEG files of the shared data's video/otb_man/frames in name order, read whole (*n of them); NULL when the
+ * data is absent (the caller skips). Free with tu_blobs_free. */
+tu_blob_t *tu_otb_frames(int *n);
+void tu_blobs_free(tu_blob_t *b, int n);
+
 /* A CUDA context, or NULL with the reason in `why` (no GPU, CUDA not built). */
 mk_ctx_t *tu_cuda_ctx(char *why, size_t n);
 

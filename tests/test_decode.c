@@ -1,0 +1,563 @@
+/* test_decode: the MJPEG marker helpers (stream splitting on tables of crafted inputs, the standard Huffman tables
+ * against libjpeg-turbo's encoder, insertion into frames without them) and the decode pool — order under 1 to 8
+ * threads on the otb_man frames, truncated and corrupt frames in a raw MJPEG stream counted and skipped with the
+ * rest intact and in order, raw frames passed through or converted, back-pressure, finish, bad calls. */
+#include "testutil.h"
+
+#include "decode.h"
+#include "imageio.h"
+#include "mjpeg.h"
+#include "source.h"
+#include "yuyv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmpdir[256];
+
+static int group_setup(void **state)
+{
+    (void)state;
+    tu_mkdtemp(tmpdir, sizeof tmpdir, "test_decode");
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(tmpdir);
+    return 0;
+}
+
+static void assert_same_image(const mk_image_t *a, const mk_image_t *b, const char *what)
+{
+    if (a->width != b->width || a->height != b->height || a->format != b->format)
+        fail_msg("%s: %dx%d %s vs %dx%d %s", what, a->width, a->height, mk_format_name(a->format), b->width,
+                 b->height, mk_format_name(b->format));
+    for (int y = 0; y < a->height; y++)
+        if (memcmp(mk_image_row(a, 0, y), mk_image_row(b, 0, y), mk_image_row_bytes(a)))
+            fail_msg("%s: row %d differs", what, y);
+}
+
+static mk_decode_t *pool(int threads, int depth, mk_format_t format, int raw_to_rgb, int strict)
+{
+    mk_decode_config_t c;
+    mk_decode_config_init(&c);
+    c.threads = threads;
+    c.depth = depth;
+    c.format = format;
+    c.raw_to_rgb = raw_to_rgb;
+    c.strict = strict;
+    mk_decode_t *d = NULL;
+    TU_OK(mk_decode_create(&c, &d));
+    return d;
+}
+
+static mk_frame_t mjpeg_frame(const void *data, size_t len, uint64_t seq)
+{
+    mk_frame_t f;
+    memset(&f, 0, sizeof f);
+    f.kind = MK_FRAME_MJPEG;
+    f.data = data;
+    f.len = len;
+    f.seq = seq;
+    f.capture_ns = 1000 + (int64_t)seq;
+    f.flags = (uint32_t)seq & 3;
+    return f;
+}
+
+/* ---- marker helpers -------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *what;
+    const uint8_t *in;
+    size_t len;
+    int at_eof;
+    int result;
+    size_t start, end;
+    int complete;
+} split_case_t;
+
+#define BYTES(...) (const uint8_t[]){__VA_ARGS__}, sizeof((const uint8_t[]){__VA_ARGS__})
+
+static void test_split(void **state)
+{
+    (void)state;
+    const split_case_t cases[] = {
+        {"garbage", BYTES(1, 2, 3, 4, 5), 0, MK_MJPEG_MORE, 3, 3, 0},
+        {"garbage at eof", BYTES(1, 2, 3, 4, 5), 1, MK_MJPEG_NONE, 5, 5, 0},
+        {"empty", BYTES(0xFF), 1, MK_MJPEG_NONE, 1, 1, 0},
+        {"SOI EOI", BYTES(9, 0xFF, 0xD8, 0xFF, 0xD9, 7), 0, MK_MJPEG_FRAME, 1, 5, 1},
+        /* An APP1 whose payload holds FF D8 FF D9 (a thumbnail) does not end the frame. */
+        {"app segment", BYTES(0xFF, 0xD8, 0xFF, 0xE1, 0, 6, 0xFF, 0xD8, 0xFF, 0xD9, 0xFF, 0xD9), 0, MK_MJPEG_FRAME, 0,
+         12, 1},
+        /* Scan data: stuffed FF 00, a restart marker, fill bytes before the EOI. */
+        {"scan", BYTES(0xFF, 0xD8, 0xFF, 0xDA, 0, 2, 1, 0xFF, 0, 2, 0xFF, 0xD3, 3, 0xFF, 0xFF, 0xD9, 0xAA), 0,
+         MK_MJPEG_FRAME, 0, 16, 1},
+        {"scan, more to come", BYTES(0xFF, 0xD8, 0xFF, 0xDA, 0, 2, 1, 0xFF, 0, 2), 0, MK_MJPEG_MORE, 0, 0, 0},
+        {"scan cut at eof", BYTES(0xFF, 0xD8, 0xFF, 0xDA, 0, 2, 1, 0xFF, 0, 2), 1, MK_MJPEG_FRAME, 0, 10, 0},
+        {"segment length past the end", BYTES(0xFF, 0xD8, 0xFF, 0xDB, 0, 67, 1, 2), 0, MK_MJPEG_MORE, 0, 0, 0},
+        /* Cut short in the scan: the next SOI ends it. */
+        {"truncated, next SOI", BYTES(0xFF, 0xD8, 0xFF, 0xDA, 0, 2, 1, 2, 0xFF, 0xD8, 0xFF, 0xD9), 0, MK_MJPEG_FRAME, 0,
+         8, 0},
+        /* Cut short in a header: a byte that is no marker; the frame ends where the next SOI begins. */
+        {"broken header", BYTES(0xFF, 0xD8, 0xFF, 0xDB, 0, 4, 1, 2, 0x55, 0x66, 0xFF, 0xD8, 0xFF, 0xD9), 0,
+         MK_MJPEG_FRAME, 0, 10, 0},
+        {"zero length segment", BYTES(0xFF, 0xD8, 0xFF, 0xE0, 0, 0, 0xFF, 0xD8, 0xFF, 0xD9), 0, MK_MJPEG_FRAME, 0, 6, 0},
+        {"broken, no next SOI yet", BYTES(0xFF, 0xD8, 0xFF, 0xDB, 0, 2, 0x55), 0, MK_MJPEG_MORE, 0, 0, 0},
+        {"broken at eof", BYTES(0xFF, 0xD8, 0xFF, 0xDB, 0, 2, 0x55), 1, MK_MJPEG_FRAME, 0, 7, 0},
+        {"FF D8 without a marker", BYTES(0xFF, 0xD8, 0x00, 0xFF, 0xD8, 0xFF, 0xD9), 0, MK_MJPEG_FRAME, 3, 7, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const split_case_t *c = &cases[i];
+        mk_mjpeg_span_t sp;
+        int r = mk_mjpeg_split(c->in, c->len, c->at_eof, &sp);
+        if (r != c->result || sp.start != c->start || (r == MK_MJPEG_FRAME && (sp.end != c->end || sp.complete != c->complete)))
+            fail_msg("%s: result %d start %zu end %zu complete %d; expected %d %zu %zu %d", c->what, r, sp.start,
+                     sp.end, sp.complete, c->result, c->start, c->end, c->complete);
+    }
+}
+
+/* Huffman tables of a JPEG: for each (class, id) the 16 counts and the symbols, as parsed from its DHT segments. */
+typedef struct {
+    int present;
+    uint8_t counts[16];
+    uint8_t symbols[256];
+    int n;
+} huff_t;
+
+static void parse_dht(const uint8_t *d, size_t len, huff_t tables[2][4])
+{
+    memset(tables, 0, sizeof(huff_t) * 8);
+    size_t p = 2;
+    while (p + 4 <= len && d[p] == 0xFF && d[p + 1] != 0xDA) {
+        size_t seg = (size_t)d[p + 2] << 8 | d[p + 3];
+        if (d[p + 1] == 0xC4) {
+            size_t q = p + 4, end = p + 2 + seg;
+            while (q < end) {
+                huff_t *t = &tables[d[q] >> 4][d[q] & 3];
+                t->present = 1;
+                memcpy(t->counts, d + q + 1, 16);
+                t->n = 0;
+                for (int k = 0; k < 16; k++)
+                    t->n += t->counts[k];
+                memcpy(t->symbols, d + q + 17, (size_t)t->n);
+                q += 17 + (size_t)t->n;
+            }
+        }
+        p += 2 + seg;
+    }
+}
+
+/* A copy of a JPEG with every DHT segment left out. */
+static uint8_t *strip_dht(const uint8_t *d, size_t len, size_t *out_len)
+{
+    uint8_t *o = malloc(len);
+    assert_non_null(o);
+    size_t p = 2, n = 2;
+    memcpy(o, d, 2);
+    while (d[p + 1] != 0xDA) {
+        size_t seg = (size_t)d[p + 2] << 8 | d[p + 3];
+        if (d[p + 1] != 0xC4) {
+            memcpy(o + n, d + p, 2 + seg);
+            n += 2 + seg;
+        }
+        p += 2 + seg;
+    }
+    memcpy(o + n, d + p, len - p);
+    *out_len = n + len - p;
+    return o;
+}
+
+static void test_std_dht(void **state)
+{
+    (void)state;
+    /* libjpeg-turbo's encoder (not optimising) writes the Annex K tables: ours must be the same, table by table. */
+    mk_image_t img = tu_random_image(11, 48, 32, MK_FMT_RGB);
+    void *jpg;
+    size_t len;
+    TU_OK(mk_imageio_encode(&img, MK_FILE_JPEG, 90, &jpg, &len));
+    huff_t ref[2][4], ours[2][4];
+    parse_dht(jpg, len, ref);
+    size_t dlen;
+    const uint8_t *dht = mk_mjpeg_std_dht(&dlen);
+    assert_int_equal(dlen, 420);
+    uint8_t seg[424] = {0xFF, 0xD8};
+    memcpy(seg + 2, dht, dlen);
+    seg[2 + dlen] = 0xFF, seg[3 + dlen] = 0xDA;
+    parse_dht(seg, sizeof seg, ours);
+    int tables = 0;
+    for (int c = 0; c < 2; c++)
+        for (int id = 0; id < 2; id++) {
+            assert_true(ref[c][id].present && ours[c][id].present);
+            assert_memory_equal(ref[c][id].counts, ours[c][id].counts, 16);
+            assert_int_equal(ref[c][id].n, ours[c][id].n);
+            assert_memory_equal(ref[c][id].symbols, ours[c][id].symbols, (size_t)ours[c][id].n);
+            tables++;
+        }
+    assert_int_equal(tables, 4);
+
+    /* Without its tables the frame is flagged; with ours inserted it decodes to the original's pixels. */
+    assert_int_equal(mk_mjpeg_has_dht(jpg, len), 1);
+    size_t slen;
+    uint8_t *stripped = strip_dht(jpg, len, &slen);
+    assert_true(slen < len);
+    assert_int_equal(mk_mjpeg_has_dht(stripped, slen), 0);
+    uint8_t *fixed = NULL;
+    size_t cap = 0, flen;
+    TU_OK(mk_mjpeg_add_dht(stripped, slen, &fixed, &cap, &flen));
+    assert_int_equal(flen, slen + 420);
+    assert_int_equal(mk_mjpeg_has_dht(fixed, flen), 1);
+    mk_image_t a = {0}, b = {0};
+    TU_OK(mk_imageio_decode(jpg, len, MK_FMT_RGB, &a, "original"));
+    TU_OK(mk_imageio_decode(fixed, flen, MK_FMT_RGB, &b, "tables inserted"));
+    assert_same_image(&a, &b, "tables inserted");
+    int w, h;
+    TU_OK(mk_mjpeg_size(stripped, slen, &w, &h));
+    assert_int_equal(w, 48);
+    assert_int_equal(h, 32);
+
+    /* Through the pool: counted, decoded like the original. */
+    mk_decode_t *d = pool(2, 0, MK_FMT_RGB, 0, 1);
+    mk_frame_t f = mjpeg_frame(stripped, slen, 5);
+    TU_OK(mk_decode_submit(d, &f, -1));
+    mk_decoded_t out;
+    assert_int_equal(mk_decode_next(d, 5000, &out), MK_DECODE_OK);
+    assert_same_image(&out.image, &a, "pool, tables inserted");
+    TU_OK(mk_decode_release(d, &out));
+    mk_decode_stats_t st;
+    mk_decode_stats(d, &st);
+    assert_int_equal(st.dht_added, 1);
+    assert_int_equal(st.decoded, 1);
+    mk_decode_destroy(d);
+
+    /* Malformed headers are reported, not trusted. */
+    assert_int_equal(mk_mjpeg_has_dht(BYTES(0xFF, 0xD8, 0xFF, 0xDB, 0, 99, 1)), MK_EFORMAT);
+    assert_int_equal(mk_mjpeg_has_dht(BYTES(0x00, 0xD8, 0xFF, 0xD9)), MK_EFORMAT);
+    assert_int_equal(mk_mjpeg_has_dht(BYTES(0xFF, 0xD8, 0xFF, 0xC4, 0, 2)), MK_EFORMAT); /* no SOS */
+    assert_int_equal(mk_mjpeg_add_dht(BYTES(0xFF, 0xD8, 0x12), &fixed, &cap, &flen), MK_EFORMAT);
+    free(fixed);
+    free(stripped);
+    free(jpg);
+    mk_image_free(NULL, &a);
+    mk_image_free(NULL, &b);
+    mk_image_free(NULL, &img);
+}
+
+/* ---- the pool -------------------------------------------------------------------------------------------- */
+
+/* Submits frames without blocking, taking outputs whenever the pool is full; checks every output against
+ * `want[k]` for the k-th expected frame (its seq in `seqs`). Returns the number of outputs. */
+static int run_pool(mk_decode_t *d, const mk_frame_t *in, int nin, const mk_image_t *want, const uint64_t *seqs,
+                    int nwant)
+{
+    int got = 0;
+    for (int i = 0; i <= nin; i++) {
+        if (i == nin)
+            mk_decode_finish(d);
+        for (;;) {
+            int rc = i < nin ? mk_decode_submit(d, &in[i], 0) : MK_DECODE_AGAIN;
+            if (rc == MK_DECODE_OK)
+                break;
+            assert_int_equal(rc, MK_DECODE_AGAIN);
+            mk_decoded_t out;
+            rc = mk_decode_next(d, 10000, &out);
+            if (rc == MK_DECODE_EOS) {
+                assert_int_equal(i, nin);
+                return got;
+            }
+            assert_int_equal(rc, MK_DECODE_OK);
+            assert_true(got < nwant);
+            if (out.seq != seqs[got])
+                fail_msg("output %d is frame %llu, expected %llu", got, (unsigned long long)out.seq,
+                         (unsigned long long)seqs[got]);
+            assert_int_equal(out.capture_ns, 1000 + (int64_t)out.seq);
+            assert_int_equal(out.flags, (uint32_t)out.seq & 3);
+            char what[64];
+            snprintf(what, sizeof what, "frame %llu", (unsigned long long)out.seq);
+            assert_same_image(&out.image, &want[got], what);
+            TU_OK(mk_decode_release(d, &out));
+            got++;
+        }
+    }
+    return got;
+}
+
+static void test_order_threads(void **state)
+{
+    (void)state;
+    int n;
+    tu_blob_t *frames = tu_otb_frames(&n);
+    if (!frames)
+        skip();
+    /* Twice through the 134 frames; the reference is each file decoded alone by imageio. */
+    int total = 2 * n;
+    mk_frame_t *in = calloc((size_t)total, sizeof *in);
+    mk_image_t *want = calloc((size_t)total, sizeof *want);
+    uint64_t *seqs = calloc((size_t)total, sizeof *seqs);
+    assert_true(in && want && seqs);
+    for (int i = 0; i < total; i++) {
+        in[i] = mjpeg_frame(frames[i % n].data, frames[i % n].len, (uint64_t)i);
+        seqs[i] = (uint64_t)i;
+        if (i < n)
+            TU_OK(mk_imageio_decode(frames[i].data, frames[i].len, MK_FMT_BGR, &want[i], "otb frame"));
+        else
+            want[i] = want[i - n];
+    }
+    const int threads[] = {1, 2, 4, 8};
+    for (int t = 0; t < 4; t++) {
+        mk_decode_t *d = pool(threads[t], 0, MK_FMT_BGR, 0, 1);
+        assert_int_equal(run_pool(d, in, total, want, seqs, total), total);
+        mk_decode_stats_t st;
+        mk_decode_stats(d, &st);
+        assert_int_equal(st.submitted, total);
+        assert_int_equal(st.decoded, total);
+        assert_int_equal(st.corrupt, 0);
+        assert_int_equal(st.dht_added, 0);
+        mk_decode_destroy(d);
+    }
+    for (int i = 0; i < n; i++)
+        mk_image_free(NULL, &want[i]);
+    free(in);
+    free(want);
+    free(seqs);
+    tu_blobs_free(frames, n);
+}
+
+/* A raw MJPEG stream of 20 otb frames where frame 7 is truncated, frame 12's entropy data is garbage and frame 16's
+ * header is broken: through the file source and a 3-thread pool, 17 frames come out, in order, intact. */
+static void test_corrupt_stream(void **state)
+{
+    (void)state;
+    int n;
+    tu_blob_t *frames = tu_otb_frames(&n);
+    if (!frames)
+        skip();
+    enum { N = 20, TRUNC = 7, GARBLED = 12, BROKEN = 16 };
+    uint8_t *s = malloc(40u * 1024 * N), *p = s;
+    assert_non_null(s);
+    for (int i = 0; i < N; i++) {
+        size_t len = frames[i].len;
+        memcpy(p, frames[i].data, len);
+        if (i == TRUNC)
+            len /= 2;
+        if (i == GARBLED) {
+            /* Random bytes (stuffed after FF) over the middle half of the scan. */
+            tu_rng_t r = {99};
+            for (size_t k = len / 4; k < 3 * len / 4; k++) {
+                p[k] = (uint8_t)(tu_rand(&r) >> 56);
+                if (p[k] == 0xFF)
+                    p[++k] = 0;
+            }
+            mk_image_t probe = {0};
+            assert_int_not_equal(mk_imageio_decode(p, len, MK_FMT_RGB, &probe, "garbled"), 0); /* precondition */
+        }
+        if (i == BROKEN)
+            p[4] = 0, p[5] = 1; /* an APP0 segment length below 2 */
+        p += len;
+    }
+    char path[512];
+    snprintf(path, sizeof path, "%s/corrupt.mjpeg", tmpdir);
+    TU_OK(mk_file_write(path, s, (size_t)(p - s)));
+    free(s);
+
+    mk_image_t want[N];
+    uint64_t seqs[N];
+    int nw = 0;
+    for (int i = 0; i < N; i++) {
+        if (i == TRUNC || i == GARBLED || i == BROKEN)
+            continue;
+        TU_OK(mk_imageio_decode(frames[i].data, frames[i].len, MK_FMT_RGB, &want[nw], "otb frame"));
+        seqs[nw++] = (uint64_t)i; /* the source delivers each bad frame as a piece of its own */
+    }
+    char spec[600];
+    snprintf(spec, sizeof spec, "file:%s", path);
+    mk_source_config_t c;
+    mk_source_config_init(&c);
+    c.realtime = 0;
+    mk_source_t *src;
+    TU_OK(mk_source_open(spec, &c, &src));
+    mk_frame_t in[N + 4];
+    void *copies[N + 4];
+    int nin = 0;
+    for (;;) {
+        mk_frame_t f;
+        int rc = mk_source_next(src, 1000, &f);
+        if (rc == MK_SOURCE_EOS)
+            break;
+        assert_int_equal(rc, MK_SOURCE_FRAME);
+        assert_true(nin < N + 4);
+        copies[nin] = malloc(f.len);
+        memcpy(copies[nin], f.data, f.len);
+        in[nin] = mjpeg_frame(copies[nin], f.len, f.seq);
+        nin++;
+        TU_OK(mk_source_release(src, &f));
+    }
+    mk_source_close(src);
+    assert_int_equal(nin, N); /* every piece between SOIs is a frame; three of them are bad */
+    mk_decode_t *d = pool(3, 4, MK_FMT_RGB, 0, 1);
+    assert_int_equal(run_pool(d, in, nin, want, seqs, nw), nw);
+    mk_decode_stats_t st;
+    mk_decode_stats(d, &st);
+    assert_int_equal(st.corrupt, 3);
+    assert_int_equal(st.decoded, N - 3);
+    mk_decode_destroy(d);
+
+    /* Lenient mode decodes the truncated frame (grey where data is missing) instead of dropping it. */
+    d = pool(1, 0, MK_FMT_RGB, 0, 0);
+    TU_OK(mk_decode_submit(d, &in[TRUNC], -1));
+    mk_decoded_t out;
+    assert_int_equal(mk_decode_next(d, 5000, &out), MK_DECODE_OK);
+    assert_int_equal(out.image.width, 241);
+    TU_OK(mk_decode_release(d, &out));
+    mk_decode_destroy(d);
+
+    for (int i = 0; i < nin; i++)
+        free(copies[i]);
+    for (int i = 0; i < nw; i++)
+        mk_image_free(NULL, &want[i]);
+    tu_blobs_free(frames, n);
+}
+
+static mk_frame_t raw_frame(const mk_image_t *img, uint64_t seq)
+{
+    mk_frame_t f;
+    memset(&f, 0, sizeof f);
+    f.kind = MK_FRAME_RAW;
+    f.image = *img;
+    f.width = img->width;
+    f.height = img->height;
+    f.seq = seq;
+    f.capture_ns = 1000 + (int64_t)seq;
+    f.flags = (uint32_t)seq & 3;
+    return f;
+}
+
+static void test_raw_frames(void **state)
+{
+    (void)state;
+    mk_image_t yuyv = tu_random_image(21, 64, 10, MK_FMT_YUYV), rgb = tu_random_image(22, 30, 20, MK_FMT_RGB);
+    mk_ctx_t *cpu;
+    TU_OK(mk_ctx_create(MK_BACKEND_CPU, &cpu));
+    mk_image_t conv = mk_image_desc(64, 10, MK_FMT_BGR, MK_U8);
+    TU_OK(mk_image_alloc(NULL, &conv, MK_MEM_HOST));
+    TU_OK(mk_yuyv_to_rgb(cpu, &yuyv, &conv));
+    for (int mode = 0; mode < 2; mode++) {
+        mk_decode_t *d = pool(2, 0, MK_FMT_BGR, mode, 1);
+        mk_frame_t f = raw_frame(&yuyv, 0), g = raw_frame(&rgb, 1);
+        TU_OK(mk_decode_submit(d, &f, -1));
+        TU_OK(mk_decode_submit(d, &g, -1));
+        /* The pool copied the frames: the caller's buffers may change at once. */
+        mk_image_t yuyv_copy = tu_random_image(21, 64, 10, MK_FMT_YUYV);
+        memset(yuyv.data, 0, mk_image_bytes(&yuyv));
+        mk_decoded_t out;
+        assert_int_equal(mk_decode_next(d, 5000, &out), MK_DECODE_OK);
+        assert_int_equal(out.seq, 0);
+        assert_same_image(&out.image, mode ? &conv : &yuyv_copy, mode ? "converted" : "passed through");
+        TU_OK(mk_decode_release(d, &out));
+        assert_int_equal(mk_decode_next(d, 5000, &out), MK_DECODE_OK);
+        assert_int_equal(out.seq, 1);
+        assert_same_image(&out.image, &rgb, "rgb passed through");
+        TU_OK(mk_decode_release(d, &out));
+        mk_decode_stats_t st;
+        mk_decode_stats(d, &st);
+        assert_int_equal(st.passed, 2);
+        assert_int_equal(st.decoded, 0);
+        memcpy(yuyv.data, yuyv_copy.data, mk_image_bytes(&yuyv));
+        mk_image_free(NULL, &yuyv_copy);
+        mk_decode_destroy(d);
+    }
+    mk_image_free(NULL, &conv);
+    mk_image_free(NULL, &yuyv);
+    mk_image_free(NULL, &rgb);
+    mk_ctx_destroy(cpu);
+}
+
+static void test_backpressure_and_finish(void **state)
+{
+    (void)state;
+    mk_image_t img = tu_random_image(5, 40, 30, MK_FMT_RGB);
+    void *jpg;
+    size_t len;
+    TU_OK(mk_imageio_encode(&img, MK_FILE_JPEG, 90, &jpg, &len));
+    mk_decode_t *d = pool(1, 2, MK_FMT_RGB, 0, 1);
+    mk_frame_t f0 = mjpeg_frame(jpg, len, 0), f1 = mjpeg_frame(jpg, len, 1), f2 = mjpeg_frame(jpg, len, 2);
+    TU_OK(mk_decode_submit(d, &f0, 0));
+    TU_OK(mk_decode_submit(d, &f1, 0));
+    assert_int_equal(mk_decode_submit(d, &f2, 0), MK_DECODE_AGAIN);
+    assert_int_equal(mk_decode_submit(d, &f2, 20), MK_DECODE_AGAIN);
+    mk_decoded_t a, b;
+    assert_int_equal(mk_decode_next(d, 5000, &a), MK_DECODE_OK);
+    /* Taken but not released: still inside the pool. */
+    assert_int_equal(mk_decode_submit(d, &f2, 0), MK_DECODE_AGAIN);
+    TU_OK(mk_decode_release(d, &a));
+    assert_int_equal(mk_decode_release(d, &a), MK_EINVAL);
+    TU_OK(mk_decode_submit(d, &f2, 0));
+    mk_decode_finish(d);
+    assert_int_equal(mk_decode_submit(d, &f0, 0), MK_ESTATE);
+    assert_int_equal(mk_decode_next(d, 5000, &a), MK_DECODE_OK);
+    assert_int_equal(a.seq, 1);
+    assert_int_equal(mk_decode_next(d, 5000, &b), MK_DECODE_OK);
+    assert_int_equal(b.seq, 2);
+    assert_int_equal(mk_decode_next(d, 5000, &a), MK_DECODE_EOS);
+    TU_OK(mk_decode_release(d, &b));
+    mk_decode_stats_t st;
+    mk_decode_stats(d, &st);
+    assert_int_equal(st.submitted, 3);
+    assert_int_equal(st.rejected, 3);
+    mk_decode_destroy(d);
+
+    /* Nothing submitted: next times out. */
+    d = pool(2, 0, MK_FMT_RGB, 0, 1);
+    assert_int_equal(mk_decode_next(d, 20, &a), MK_DECODE_AGAIN);
+    assert_int_equal(mk_decode_next(d, 0, &a), MK_DECODE_AGAIN);
+    mk_decode_destroy(d);
+    free(jpg);
+    mk_image_free(NULL, &img);
+}
+
+static void test_bad_calls(void **state)
+{
+    (void)state;
+    mk_decode_config_t c;
+    mk_decode_t *d = NULL;
+    mk_decode_config_init(&c);
+    c.threads = 0;
+    assert_int_equal(mk_decode_create(&c, &d), MK_ERANGE);
+    c.threads = 17;
+    assert_int_equal(mk_decode_create(&c, &d), MK_ERANGE);
+    mk_decode_config_init(&c);
+    c.depth = 65;
+    assert_int_equal(mk_decode_create(&c, &d), MK_ERANGE);
+    mk_decode_config_init(&c);
+    c.format = MK_FMT_YUYV;
+    assert_int_equal(mk_decode_create(&c, &d), MK_EINVAL);
+    assert_null(d);
+    d = pool(1, 0, MK_FMT_RGB, 0, 1);
+    mk_frame_t f = mjpeg_frame(NULL, 0, 0);
+    assert_int_equal(mk_decode_submit(d, &f, 0), MK_EINVAL);
+    mk_image_t dev = mk_image_desc(8, 8, MK_FMT_RGB, MK_U8);
+    dev.pitch = 24;
+    dev.mem = MK_MEM_DEVICE;
+    dev.data = &c;
+    f = raw_frame(&dev, 0);
+    assert_int_equal(mk_decode_submit(d, &f, 0), MK_EINVAL);
+    mk_decoded_t out;
+    memset(&out, 0, sizeof out);
+    out.slot_ = 3;
+    assert_int_equal(mk_decode_release(d, &out), MK_EINVAL);
+    mk_decode_destroy(d);
+    mk_decode_destroy(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split),         cmocka_unit_test(test_std_dht),
+        cmocka_unit_test(test_order_threads), cmocka_unit_test(test_corrupt_stream),
+        cmocka_unit_test(test_raw_frames),    cmocka_unit_test(test_backpressure_and_finish),
+        cmocka_unit_test(test_bad_calls),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
