@@ -162,13 +162,13 @@ static void print_result(const char *cmd, const cJSON *res)
             printf("  %-34s %s\n", head, cJSON_IsString(doc) ? doc->valuestring : "");
         }
     } else if (!strcmp(cmd, "subscribe")) {
-        printf("subscribed to: ");
+        printf("subscribed to:");
         const cJSON *e;
         cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(res, "events")) {
-            print_value(stdout, e);
             putchar(' ');
+            print_value(stdout, e);
         }
-        printf("\n");
+        putchar('\n');
     } else if (cJSON_IsObject(res)) {
         print_flat(res, "", 0);
     } else {
@@ -199,19 +199,16 @@ static cJSON *next_message(conn_t *c, char **raw)
     return j;
 }
 
-/* The JSON value maskctl sends for KEY=VALUE: typed through the option table when the key is known here; an
- * unknown key (a newer daemon) sends VALUE as JSON when it parses as such, else as a string. */
+/* The JSON value maskctl sends for KEY=VALUE: typed through the option table when the key is known here and the
+ * value valid; otherwise (an unknown key, maybe of a newer daemon, or a bad value for the daemon to explain)
+ * VALUE as JSON when it parses as such, else as a string. */
 static cJSON *value_for(const char *key, const char *text, mk_config_t *scratch)
 {
     const mk_opt_t *o = mk_options_find(key);
     if (o && mk_opt_parse_text(o, text, scratch, NULL, 0) == 0)
         return mk_opt_to_json(o, scratch);
-    if (!o) {
-        cJSON *j = cJSON_Parse(text);
-        if (j)
-            return j;
-    }
-    return cJSON_CreateString(text);
+    cJSON *j = cJSON_Parse(text);
+    return j ? j : cJSON_CreateString(text);
 }
 
 static cJSON *build_args(const char *cmd, int argc, char **argv, int *bad)
