@@ -658,29 +658,29 @@ static void handle_line(mk_control_t *s, client_t *c, const char *line, size_t l
         return;
     }
     const char *cmd = req.cmd;
-    int no_args = !req.args || cJSON_IsNull(req.args);
-    if (!strcmp(cmd, "get"))
+    if (req.args && !cJSON_IsNull(req.args) &&
+        (!strcmp(cmd, "stats") || !strcmp(cmd, "reload") || !strcmp(cmd, "version") || !strcmp(cmd, "help")))
+        reply_err(s, c, req.id, MK_CTL_EBAD_ARGS, NULL, "%s takes no arguments", cmd);
+    else if (!strcmp(cmd, "get"))
         cmd_get(s, c, req.id, req.args);
     else if (!strcmp(cmd, "set"))
         cmd_set(s, c, req.id, req.args);
     else if (!strcmp(cmd, "list"))
         cmd_list(s, c, req.id, req.args);
-    else if (!strcmp(cmd, "subscribe") || !strcmp(cmd, "unsubscribe"))
-        cmd_subscribe(s, c, req.id, req.args, cmd[0] == 's');
-    else if (!strcmp(cmd, "stats") || !strcmp(cmd, "reload") || !strcmp(cmd, "version") || !strcmp(cmd, "help")) {
-        if (!no_args)
-            reply_err(s, c, req.id, MK_CTL_EBAD_ARGS, NULL, "%s takes no arguments", cmd);
-        else if (cmd[0] == 's')
-            cmd_stats(s, c, req.id);
-        else if (cmd[0] == 'r')
-            cmd_reload(s, c, req.id);
-        else if (cmd[0] == 'v')
-            cmd_version(s, c, req.id);
-        else
-            cmd_help(s, c, req.id);
-    } else {
+    else if (!strcmp(cmd, "subscribe"))
+        cmd_subscribe(s, c, req.id, req.args, 1);
+    else if (!strcmp(cmd, "unsubscribe"))
+        cmd_subscribe(s, c, req.id, req.args, 0);
+    else if (!strcmp(cmd, "stats"))
+        cmd_stats(s, c, req.id);
+    else if (!strcmp(cmd, "reload"))
+        cmd_reload(s, c, req.id);
+    else if (!strcmp(cmd, "version"))
+        cmd_version(s, c, req.id);
+    else if (!strcmp(cmd, "help"))
+        cmd_help(s, c, req.id);
+    else
         reply_err(s, c, req.id, MK_CTL_EUNKNOWN_CMD, NULL, "unknown command \"%.64s\" (help lists them)", cmd);
-    }
     mk_ctl_request_free(&req);
 }
 
@@ -729,11 +729,23 @@ static client_t *find_client(mk_control_t *s, uint64_t serial)
     return NULL;
 }
 
-/* Answers sets the pipeline applied and sets whose time ran out. Returns the next deadline (ms) or -1. */
-static int64_t finish_sets(mk_control_t *s, int shutting_down)
+/* The earliest deadline of a set still waiting for the pipeline (ms), or -1. */
+static int64_t next_deadline(mk_control_t *s)
+{
+    int64_t next = -1;
+    pthread_mutex_lock(&s->lock);
+    for (pending_t *p = s->pending; p; p = p->next)
+        if (p->state == QUEUED && (next < 0 || p->deadline_ms < next))
+            next = p->deadline_ms;
+    pthread_mutex_unlock(&s->lock);
+    return next;
+}
+
+/* Answers sets the pipeline applied and sets whose time ran out, then the requests that waited behind them. */
+static void finish_sets(mk_control_t *s, int shutting_down)
 {
     pending_t *done = NULL, **tail = &done;
-    int64_t t = now_ms(), next = -1;
+    int64_t t = now_ms();
     pthread_mutex_lock(&s->lock);
     for (pending_t **pp = &s->pending; *pp;) {
         pending_t *p = *pp;
@@ -751,8 +763,6 @@ static int64_t finish_sets(mk_control_t *s, int shutting_down)
             tail = &p->next;
             continue;
         }
-        if (p->state == QUEUED && (next < 0 || p->deadline_ms < next))
-            next = p->deadline_ms;
         pp = &p->next;
     }
     pthread_mutex_unlock(&s->lock);
@@ -785,7 +795,6 @@ static int64_t finish_sets(mk_control_t *s, int shutting_down)
         cJSON_Delete(p->id);
         free(p);
     }
-    return next;
 }
 
 int mk_control_apply_pending(mk_control_t *s)
@@ -910,7 +919,8 @@ static void *server_main(void *arg)
             else if (pfd[i].revents & POLLHUP)
                 set_why(s, c, "hung up");
         }
-        deadline = finish_sets(s, 0);
+        finish_sets(s, 0);
+        deadline = next_deadline(s);
         for (int i = 0; i < s->nclients;) {
             client_t *c = s->clients[i];
             flush(s, c);

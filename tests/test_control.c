@@ -415,6 +415,45 @@ static void test_set_ordering_and_timeout(void **state)
     cli_close(&c);
 }
 
+/* Two sets sent together while the pipeline is stuck: each waits its own timeout, then is refused. */
+static void test_set_timeouts_in_a_row(void **state)
+{
+    (void)state;
+    fd_daemon_t d;
+    mk_control_opts_t o;
+    mk_control_opts_from_config(&o, NULL);
+    o.set_timeout_ms = 200;
+    fd_start(&d, &o, NULL);
+    fd_pipeline(&d, 0);
+    cli_t c;
+    cli_open(&c, d.path, NULL);
+    int64_t t0 = now_ms();
+    cli_send(&c, "{\"id\": 1, \"cmd\": \"set\", \"args\": {\"grabcut.iterations\": 2}}\n"
+                 "{\"id\": 2, \"cmd\": \"set\", \"args\": {\"grabcut.iterations\": 3}}\n");
+    for (int id = 1; id <= 2; id++) {
+        cJSON *r = cli_read(&c);
+        assert_int_equal(cJSON_GetObjectItem(r, "id")->valueint, id);
+        assert_non_null(strstr(desc_of(err_of(r, "busy")), "within 200 ms"));
+        cJSON_Delete(r);
+        int64_t t = now_ms() - t0;
+        assert_true(t >= 190 * id && t < 1500 * id);
+    }
+    assert_int_equal(fd_config(&d).grabcut.iterations, 5);
+    assert_int_equal(stat_of(&d, "sets_timed_out"), 2);
+    /* Stopping the server answers a set still waiting. */
+    cli_send(&c, "{\"id\": 3, \"cmd\": \"set\", \"args\": {\"grabcut.iterations\": 4}}\n");
+    int64_t end = now_ms() + 2000;
+    while (mk_control_pending(d.srv) == 0 && now_ms() < end)
+        usleep(1000);
+    mk_control_stop(d.srv);
+    cJSON *r = cli_read(&c);
+    assert_non_null(strstr(desc_of(err_of(r, "busy")), "shutting down"));
+    cJSON_Delete(r);
+    cli_close(&c);
+    fd_stop(&d);
+    assert_int_equal(d.cfg.grabcut.iterations, 5);
+}
+
 static void test_bad_requests(void **state)
 {
     (void)state;
@@ -852,6 +891,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_get_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_ordering_and_timeout, setup, teardown),
+        cmocka_unit_test(test_set_timeouts_in_a_row),
         cmocka_unit_test(test_bad_requests),
         cmocka_unit_test_setup_teardown(test_many_clients, setup, teardown),
         cmocka_unit_test(test_slow_subscriber),
