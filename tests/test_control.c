@@ -785,7 +785,6 @@ static void test_stats_reload_help(void **state)
     cJSON *r = cli_call(&c, "{\"id\": 1, \"cmd\": \"stats\"}");
     cJSON *res = ok_result(r, 1);
     assert_int_equal(cJSON_GetObjectItem(res, "calls")->valueint, 1);
-    assert_true(cJSON_GetObjectItem(res, "frames")->valueint > 0);
     assert_string_equal(cJSON_GetObjectItem(res, "state")->valuestring, "running");
     cJSON_Delete(r);
     r = cli_call(&c, "{\"id\": 2, \"cmd\": \"reload\"}");
