@@ -120,10 +120,10 @@ static const mk_opt_t table[] = {
     STR("detect.weights", detect.weights, "", NULL, 0, "Darknet `.weights` matching `detect.cfg`."),
     STR("detect.names", detect.names, "", NULL, 0,
         "Class names, one per line, for `detect.classes` given by name; empty: classes are numbers."),
-    DBL("detect.thresh", detect.thresh, "0.25", 0, 1, LIVE,
-        "Score (objectness times class probability) a box needs to be kept, as Darknet's `-thresh`."),
+    DBL("detect.thresh", detect.thresh, "0.25", 0, 0.99, LIVE,
+        "Score (objectness times class probability) a box must exceed to be kept, as Darknet's `-thresh`."),
     DBL("detect.nms", detect.nms, "0.45", 0, 1, LIVE,
-        "Overlap (IoU) above which the weaker of two boxes of one class is suppressed."),
+        "Overlap (IoU) above which the weaker of two boxes of one class is suppressed; 0 turns NMS off."),
     STR("detect.classes", detect.classes, "0", check_classes, LIVE,
         "Classes that count as a person: comma-separated indices or names from `detect.names`; empty: every "
         "class."),

@@ -305,7 +305,7 @@ static void test_set(void **state)
         assert_non_null(strstr(desc_of(e), keys[i]));
     }
     assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(errors, 3), "desc")->valuestring,
-                        "detect.thresh: expected number 0..1, got \"0.3\"");
+                        "detect.thresh: expected number 0..0.99, got \"0.3\"");
     cJSON_Delete(r);
     cfg = fd_config(d);
     assert_int_equal(cfg.grabcut.iterations, 8);
