@@ -305,8 +305,13 @@ static int run(conn_t *c, const char *cmd, cJSON *args, long count)
     long events = 0;
     while (rc < 0 || (is_sub && rc == 0 && !stop && (count <= 0 || events < count))) {
         cJSON *msg = next_message(c, &raw);
-        if (!msg)
-            return stop ? 0 : EXIT_CONN;
+        if (!msg && stop && rc == 0)
+            return 0; /* a subscriber interrupted */
+        if (!msg) {
+            if (stop)
+                fprintf(stderr, "maskctl: interrupted before the reply\n");
+            return EXIT_CONN;
+        }
         const cJSON *ev = cJSON_GetObjectItemCaseSensitive(msg, "event");
         if (cJSON_IsString(ev)) {
             if (is_sub && rc == 0) {
