@@ -31,6 +31,16 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the maskbus ABI is li
 #define DEFAULT_SLOTS 4u
 #define DEFAULT_MODE 0640u
 #define DEFAULT_PERIOD_NS 100000000ull
+#define SPIN_NS 2000000ull /* longest a reader spins for a publish in progress */
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 /* Shared-memory accessors: every field another process may store to concurrently goes through these. */
 #define LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -613,6 +623,10 @@ int maskbus_writer_publish(maskbus_writer_t *w, const maskbus_frame_in_t *f)
     uint64_t g = LOAD_RLX(&s->gen);
     STORE_RLX(&s->gen, g + 1u);
     __atomic_thread_fence(__ATOMIC_RELEASE);
+    /* early wake: sleeping readers take their wake-up latency while the slot is being filled */
+    STORE_REL(&h->publishing, idx + 1u);
+    __atomic_add_fetch(&h->futex, 1u, __ATOMIC_RELEASE);
+    futex_wake_all(&h->futex);
     uint8_t *base = (uint8_t *)s;
     for (unsigned i = 0; i < MASKBUS_MAX_PLANES; i++) {
         if (!f->data[i])
@@ -640,6 +654,7 @@ int maskbus_writer_publish(maskbus_writer_t *w, const maskbus_frame_in_t *f)
     STORE_RLX(&h->latest_slot, idx);
     STORE_RLX(&h->heartbeat_ns, now);
     STORE_REL(&h->publish_count, count + 1);
+    STORE_REL(&h->publishing, 0u);
     __atomic_add_fetch(&h->futex, 1u, __ATOMIC_RELEASE);
     futex_wake_all(&h->futex);
     return MASKBUS_OK;
@@ -739,6 +754,7 @@ struct maskbus_reader {
     int gone_reported;      /* WRITER_GONE already returned for the current writer */
     uint64_t torn_retries;
     uint64_t remaps;
+    uint64_t spins;
     uint8_t *buf[MASKBUS_MAX_PLANES];
     size_t buf_size[MASKBUS_MAX_PLANES];
     char err[256];
@@ -1111,6 +1127,22 @@ int maskbus_reader_next(maskbus_reader_t *r, int timeout_ms, maskbus_frame_t *f)
         now = maskbus_now_ns();
         if (now >= deadline)
             return MASKBUS_TIMEOUT;
+        if (!r->opts.no_spin && LOAD_ACQ(&h->publishing) != 0 && alive) {
+            /* woken early by a publish in progress: wait for it on the CPU (bounded), not in the kernel */
+            uint64_t end = now + SPIN_NS < deadline ? now + SPIN_NS : deadline;
+            for (unsigned i = 1; LOAD_ACQ(&h->publish_count) == pc && LOAD_ACQ(&h->publishing) != 0; i++) {
+                if (i % 64 == 0) {
+                    if (maskbus_now_ns() >= end)
+                        break;
+                    sched_yield();
+                } else {
+                    cpu_relax();
+                }
+            }
+            r->spins++;
+            if (LOAD_ACQ(&h->publish_count) != pc)
+                continue;
+        }
         uint64_t period = LOAD_RLX(&h->heartbeat_period_ns);
         uint64_t check = period / 4;
         if (check < 1000000ull)

@@ -129,6 +129,8 @@ typedef struct maskbus_frame {
 typedef struct maskbus_reader_opts {
     int in_place;    /* 0: next() copies planes out (safe to keep); 1: pointers into the slot + check() */
     int no_register; /* 1: do not take an entry in the reader table (e.g. no write access to it) */
+    int no_spin;     /* 1: never spin; by default a reader woken at the start of a publish spins (up to 2 ms,
+                      * yielding) until the frame is complete, so that its wake-up overlaps the writer's copy */
 } maskbus_reader_opts_t;
 
 /* Open an existing bus. Validates the object (size before mapping, magic, ABI version, header consistency). */

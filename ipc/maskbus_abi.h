@@ -14,9 +14,12 @@
  * end. Sizes and offsets are in bytes, times are CLOCK_MONOTONIC nanoseconds of the machine.
  *
  * Protocol (the writer never waits for a reader):
- *  - Publishing: the writer picks the slot after latest_slot, makes its gen odd, writes the slot header and planes,
- *    makes gen even again (release), then stores latest_slot, increments publish_count (release), increments futex
- *    and wakes every futex waiter (FUTEX_WAKE on a shared mapping).
+ *  - Publishing: the writer picks the slot after latest_slot, makes its gen odd, sets publishing to 1 + that slot,
+ *    increments futex and wakes every waiter (early wake: readers get up while the slot is being filled), writes the
+ *    slot header and planes, makes gen even again (release), stores latest_slot, increments publish_count (release),
+ *    clears publishing, increments futex and wakes every futex waiter again (FUTEX_WAKE on a shared mapping).
+ *  - A reader woken while publishing is set may spin (bounded, e.g. 2 ms) until publish_count changes, instead of
+ *    sleeping again: its wake-up latency then overlaps the writer's copy.
  *  - Reading (a seqlock per slot): load layout_gen (must be even) and latest_slot, load the slot's gen (acquire; odd
  *    = being written: retry), copy what is needed, then load gen and layout_gen again (after an acquire fence): if
  *    either changed, the copy may be torn and must be discarded. A reader that falls behind simply reads the newest
@@ -102,7 +105,8 @@ typedef struct maskbus_header {
     uint32_t max_planes;          /* 108  plane bits slot_size was sized for (informative) */
     uint64_t create_ns;           /* 112  when the object was created */
     uint64_t start_ns;            /* 120  when the current writer attached */
-    uint8_t reserved[128];        /* 128  zero */
+    uint32_t publishing;          /* 128  1 + the slot being filled while a publish is in progress, else 0 */
+    uint8_t reserved[124];        /* 132  zero */
 } maskbus_header_t;
 
 /* One plane of a slot. 32 bytes. */
@@ -168,7 +172,7 @@ _Static_assert(__builtin_offsetof(maskbus_header_t, layout_gen) == 48, "layout_g
 _Static_assert(__builtin_offsetof(maskbus_header_t, futex) == 80, "futex offset");
 _Static_assert(__builtin_offsetof(maskbus_header_t, publish_count) == 88, "publish_count offset");
 _Static_assert(__builtin_offsetof(maskbus_header_t, latest_slot) == 96, "latest_slot offset");
-_Static_assert(__builtin_offsetof(maskbus_header_t, reserved) == 128, "header reserved offset");
+_Static_assert(__builtin_offsetof(maskbus_header_t, publishing) == 128, "publishing offset");
 _Static_assert(sizeof(maskbus_plane_t) == 32, "plane size");
 _Static_assert(sizeof(maskbus_detection_t) == 32, "detection size");
 _Static_assert(__builtin_offsetof(maskbus_slot_t, plane) == 128, "slot plane offset");

@@ -52,7 +52,7 @@ class _Frame(ctypes.Structure):  # maskbus_frame_t
 
 
 class _Opts(ctypes.Structure):  # maskbus_reader_opts_t
-    _fields_ = [("in_place", ctypes.c_int), ("no_register", ctypes.c_int)]
+    _fields_ = [("in_place", ctypes.c_int), ("no_register", ctypes.c_int), ("no_spin", ctypes.c_int)]
 
 
 class _Status(ctypes.Structure):  # maskbus_status_t
@@ -142,7 +142,7 @@ class Reader:
         self._lib = _load(lib)
         self._h = ctypes.c_void_p()
         err = ctypes.create_string_buffer(256)
-        opts = _Opts(0, 0 if register else 1)
+        opts = _Opts(0, 0 if register else 1, 0)
         rc = self._lib.maskbus_reader_open(instance.encode(), ctypes.byref(opts), ctypes.byref(self._h), err, 256)
         if rc != 0:
             raise MaskbusError(rc, err.value.decode(errors="replace"))
