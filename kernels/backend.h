@@ -31,6 +31,13 @@ MK_OP(mk_net_forward, (mk_ctx_t *ctx, mk_net_t *net, const mk_image_t *input))
 
 void mk_net_release_cpu(mk_ctx_t *ctx, mk_net_t *net);
 void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net);
+/* CUDA networks, for tests and measurements (kernels/cuda/darknet_cuda.cu): mk_net_cuda_set_graph() makes later
+ * passes replay the CUDA graph (on; captured now if it does not exist yet) or launch layer by layer (off).
+ * mk_net_cuda_layer_read() copies layer i's output of the last pass into dst (out_c * out_h * out_w floats, CHW),
+ * converting from FP16 / NHWC, and synchronises; MK_ESTATE when that output was not kept (a later layer reused
+ * its buffer, or it was fused into a later layer: load with MASKD_NET_DEBUG=1 to keep every output). */
+int mk_net_cuda_set_graph(mk_net_t *net, int on);
+int mk_net_cuda_layer_read(mk_net_t *net, int i, float *dst);
 
 /* CUDA runtime services for the context and images (kernels/cuda/ctx_cuda.cu). */
 int mk_cuda_probe(char *why, size_t why_len);
