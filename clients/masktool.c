@@ -564,7 +564,7 @@ static const struct {
     {"letterbox", "letterbox an image to a network input (float32 CHW)", cmd_letterbox},
     {"threshold", "binarise a gray image with a fixed or Otsu threshold", cmd_threshold},
     {"forward", "run a Darknet network on a raw input tensor, write the yolo outputs", mt_forward},
-    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|all)", mt_bench},
+    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|all|detect)", mt_bench},
     {"demo", "run the kernels on a built-in scene (no camera or data needed)", cmd_demo},
     {"info", "print the backends and devices this build can use", cmd_info},
 };

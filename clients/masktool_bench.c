@@ -209,7 +209,8 @@ static void bench_help(void)
          "microseconds over N runs (default 500, at least 200) after a warm-up (default 50), each call\n"
          "synchronised (latency); pipelined_us: per call with 20 calls queued back to back (throughput); the bytes-moved\n"
          "floor, the floor time at the measured device-to-device copy bandwidth, and the achieved GB/s.\n"
-         "  OP          letterbox (warp and darknet from BGR, warp from YUYV), threshold (fixed 128), otsu, all\n"
+         "  OP          letterbox (warp and darknet from BGR, warp from YUYV), threshold (fixed 128), otsu, all;\n"
+         "              detect: a Darknet network's forward pass (masktool bench detect --help)\n"
          "  --image     a real photo, mirror-tiled to each size (default: images/person.jpg of the test data;\n"
          "              a generated scene without it)\n"
          "  --sizes     source sizes (default 640x480,1280x720,1920x1080)\n"
@@ -227,6 +228,8 @@ int mt_bench(int argc, char **argv)
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *backend = NULL, *image = NULL, *sizes = "640x480,1280x720,1920x1080";
     int runs = 500, warmup = 50, net_w = 416, net_h = 416, c;
+    if (argc >= 2 && !strcmp(argv[1], "detect"))
+        return mt_bench_detect(argc - 1, argv + 1);
     while ((c = getopt_long(argc, argv, "b:r:w:i:s:n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'b': backend = optarg; break;

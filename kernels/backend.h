@@ -52,6 +52,7 @@ int mk_cuda_copy2d(mk_ctx_t *ctx, void *dst, size_t dpitch, const void *src, siz
 int mk_cuda_memset2d(mk_ctx_t *ctx, void *ptr, size_t pitch, int value, size_t width_bytes, size_t rows);
 int mk_cuda_time_us(mk_ctx_t *ctx, int (*fn)(void *arg), void *arg, double *us);
 int mk_cuda_copy_gbps(mk_ctx_t *ctx, size_t bytes, int reps, double *gbps);
+int mk_cuda_device_memory(mk_ctx_t *ctx, size_t *free_bytes, size_t *total_bytes);
 
 #ifdef __cplusplus
 }
