@@ -826,7 +826,7 @@ static const struct {
     {"forward", "run a Darknet network on a raw input tensor, write the yolo outputs", mt_forward},
     {"decode", "decode + NMS of dumped [yolo] outputs, print detections as JSON", mt_decode},
     {"guided", "guided filter / fast guided upsampling of a mask with an image as guide", cmd_guided},
-    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|guided|yolo-decode|all)", mt_bench},
+    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|guided|yolo-decode|detect|all)", mt_bench},
     {"bus-bench", "benchmark the frame bus with reader processes, print JSON (also a test writer)", mt_bus_bench},
     {"demo", "run the kernels on a built-in scene (no camera or data needed)", cmd_demo},
     {"info", "print the backends and devices this build can use", cmd_info},

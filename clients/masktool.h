@@ -20,6 +20,8 @@ void mt_print_json(cJSON *doc, int pretty);
 
 int mt_bench(int argc, char **argv);
 int mt_bus_bench(int argc, char **argv);
+/* `masktool bench detect`: argv[0] is "detect" (clients/masktool_detect_bench.c). */
+int mt_bench_detect(int argc, char **argv);
 int mt_forward(int argc, char **argv);
 int mt_decode(int argc, char **argv);
 

@@ -45,6 +45,13 @@ MK_OP(mk_yuyv_to_rgb, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst))
 
 void mk_net_release_cpu(mk_ctx_t *ctx, mk_net_t *net);
 void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net);
+/* CUDA networks, for tests and measurements (kernels/cuda/darknet_cuda.cu): mk_net_cuda_set_graph() makes later
+ * passes replay the CUDA graph (on; captured now if it does not exist yet) or launch layer by layer (off).
+ * mk_net_cuda_layer_read() copies layer i's output of the last pass into dst (out_c * out_h * out_w floats, CHW),
+ * converting from FP16 / NHWC, and synchronises; MK_ESTATE when that output was not kept (a later layer reused
+ * its buffer, or it was fused into a later layer: load with MASKD_NET_DEBUG=1 to keep every output). */
+int mk_net_cuda_set_graph(mk_net_t *net, int on);
+int mk_net_cuda_layer_read(mk_net_t *net, int i, float *dst);
 
 /* Checks a guided call's parameters and fills its plan (kernels/guided.c). */
 int mk_guided_plan(const mk_guided_t *g, int C, int w, int h, mk_guided_plan_t *pl);
@@ -64,6 +71,7 @@ int mk_cuda_copy2d(mk_ctx_t *ctx, void *dst, size_t dpitch, const void *src, siz
 int mk_cuda_memset2d(mk_ctx_t *ctx, void *ptr, size_t pitch, int value, size_t width_bytes, size_t rows);
 int mk_cuda_time_us(mk_ctx_t *ctx, int (*fn)(void *arg), void *arg, double *us);
 int mk_cuda_copy_gbps(mk_ctx_t *ctx, size_t bytes, int reps, double *gbps);
+int mk_cuda_device_memory(mk_ctx_t *ctx, size_t *free_bytes, size_t *total_bytes);
 
 #ifdef __cplusplus
 }

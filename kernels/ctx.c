@@ -231,6 +231,17 @@ int mk_ctx_time_us(mk_ctx_t *ctx, int (*fn)(void *arg), void *arg, double *us)
     return rc;
 }
 
+int mk_ctx_device_memory(mk_ctx_t *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    if (!ctx || !free_bytes || !total_bytes)
+        return mk_err_set(MK_EINVAL, "mk_ctx_device_memory: NULL argument");
+#ifdef MK_HAVE_CUDA
+    if (ctx->backend == MK_BACKEND_CUDA)
+        return mk_cuda_device_memory(ctx, free_bytes, total_bytes);
+#endif
+    return mk_err_set(MK_EUNSUPPORTED, "device memory exists on the CUDA backend only");
+}
+
 int mk_ctx_copy_gbps(mk_ctx_t *ctx, size_t bytes, int reps, double *gbps)
 {
     if (!ctx || !gbps || bytes == 0 || reps < 1)

@@ -39,6 +39,9 @@ int mk_ctx_time_us(mk_ctx_t *ctx, int (*fn)(void *arg), void *arg, double *us);
 /* Device-to-device copy bandwidth (bytes read + written per second / 1e9, median of `reps` copies of `bytes`), the
  * measured ceiling for memory-bound ops; MK_EUNSUPPORTED on the CPU backend. */
 int mk_ctx_copy_gbps(mk_ctx_t *ctx, size_t bytes, int reps, double *gbps);
+/* Free and total memory of the context's device (all processes' use counted, as cudaMemGetInfo sees it);
+ * MK_EUNSUPPORTED on the CPU backend. */
+int mk_ctx_device_memory(mk_ctx_t *ctx, size_t *free_bytes, size_t *total_bytes);
 
 const char *mk_backend_name(mk_backend_t b);
 /* "auto" | "cpu" | "cuda". */

@@ -91,6 +91,12 @@ extern "C" void mk_cuda_free(mk_ctx_t *ctx, void *ptr, mk_mem_t mem)
         MK_WARN("%s", mk_err_msg());
 }
 
+extern "C" int mk_cuda_device_memory(mk_ctx_t *ctx, size_t *free_bytes, size_t *total_bytes)
+{
+    (void)ctx;
+    return MK_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 extern "C" int mk_cuda_copy2d(mk_ctx_t *ctx, void *dst, size_t dpitch, const void *src, size_t spitch,
                               size_t width_bytes, size_t rows)
 {

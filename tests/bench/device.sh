@@ -2,7 +2,8 @@
 # One call on the lent GPU machine: build with CUDA, run every test suite, benchmark the kernels on the CUDA and
 # CPU backends and OpenCV on the CPU, write logs and JSON under $OUT. Needs .device/ (../shared/device/stage.sh,
 # DATA="images grabcut middlebury models reference"; the detection tests and the decode benchmark use models/ and
-# reference/darknet) carried along. Usage: bash tests/bench/device.sh [bench|test|bus|all]
+# reference/darknet) carried along. Usage: bash tests/bench/device.sh [bench|test|bus|detect|all]
+# (detect: only the Darknet forward-pass benchmarks; they need DATA to include models.)
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-/tmp/out}
@@ -24,11 +25,12 @@ meson setup build-gpu "${opts[@]}" > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.
 grep -A8 "Backends" "$OUT/setup.log"
 ninja -C build-gpu > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
 rc=0
-if [ "$what" != bench ] && [ "$what" != bus ]; then
+if [ "$what" = all ] || [ "$what" = test ]; then
     meson test -C build-gpu --print-errorlogs > "$OUT/test.log" 2>&1 || rc=1
     grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
     grep -hE "CUDA device:|otsu parity|guided parity|guided: |darknet letterbox:|yolo parity|darknet reference|one class|skipping|SKIP" \
         build-gpu/meson-logs/testlog.txt | sort | uniq -c
+    grep -hE "yolo[0-9]: CUDA|identical|self-check|over tolerance" build-gpu/meson-logs/testlog.txt > "$OUT/darknet_parity.txt"
     [ $rc = 0 ] || grep -B2 -A30 "FAIL\|ERROR" "$OUT/test.log" | head -80
 fi
 if [ "$what" = bus ] || [ "$what" = all ]; then
@@ -41,7 +43,38 @@ if [ "$what" = bus ] || [ "$what" = all ]; then
     build-gpu/clients/masktool bus-bench --readers 2 --frames 20000 --rate 0 --size 640x480 > "$OUT/bus_unthrottled.json" || rc=1
     python3 tests/bench/bus_report.py "$OUT"/bus_*.json | tee "$OUT/bus_report.md"
 fi
-if [ "$what" != test ] && [ "$what" != bus ]; then
+if [ "$what" = all ] || [ "$what" = detect ]; then
+    # The issue's models at the sizes of its Darknet figures, FP16 (the target) and FP32.
+    M=$MASKD_TEST_DATA/models
+    for prec in fp16 fp32; do
+        for spec in "yolo-fastest-1.1-body/yolo-fastest-1.1_body.cfg 320 yolo-fastest-1.1-body/yolo-fastest-1.1_body.weights" \
+                    "yolo-fastest-1.1-coco/yolo-fastest-1.1-xl.cfg 320 yolo-fastest-1.1-coco/yolo-fastest-1.1-xl.weights" \
+                    "cfg/yolov3-tiny.cfg 416" "cfg/yolov4-tiny.cfg 416" "cfg/yolov3.cfg 416" "cfg/yolov4.cfg 608"; do
+            set -- $spec
+            args=(--cfg "$M/$1" --size "$2x$2" --backend cuda)
+            if [ $# -gt 2 ]; then args+=(--weights "$M/$3"); else args+=(--random-weights); fi
+            [ $prec = fp16 ] && args+=(--fp16)
+            build-gpu/clients/masktool bench detect "${args[@]}" > "$OUT/detect_$(basename "$1" .cfg)_$prec.json" || rc=1
+        done
+    done
+    python3 - "$OUT"/detect_*.json <<'PY' | tee "$OUT/detect.md"
+import json, sys
+print("| network | size | precision | graph median µs | p99 µs | pipelined µs | layer-by-layer median µs | TFLOP/s | device MB |")
+print("|---|---|---|---|---|---|---|---|---|")
+for path in sys.argv[1:]:
+    try:
+        d = json.load(open(path))
+    except ValueError:
+        continue
+    r = {x["variant"]: x for x in d.get("results", []) if x.get("stage") == "forward"}
+    g, l = r.get("cuda-graph"), r.get("layer-by-layer")
+    if not g or not l:
+        continue
+    print(f"| {d['cfg'].split('/')[-1]} | {d['net']} | {d['precision']} | {g['median_us']} | {g['p99_us']} | "
+          f"{g['pipelined_us']} | {l['median_us']} | {g['achieved_TFLOPs']} | {g['device_memory_bytes'] / 1e6:.0f} |")
+PY
+fi
+if [ "$what" = all ] || [ "$what" = bench ]; then
     build-gpu/clients/masktool bench all --backend cuda > "$OUT/bench_cuda.json" || rc=1
     build-gpu/clients/masktool bench all --backend cpu --runs 200 --warmup 5 > "$OUT/bench_cpu.json" || rc=1
     build-gpu/clients/masktool bench yolo-decode --backend cuda > "$OUT/bench_yolo_cuda.json" || rc=1

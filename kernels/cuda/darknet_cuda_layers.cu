@@ -1,0 +1,191 @@
+/* darknet_cuda_layers: the Darknet layers that are not cuDNN convolutions — input conversion, the fused bias +
+ * activation (+ shortcut) epilogue, depthwise convolution, maxpool, route, shortcut, upsample, yolo — one kernel
+ * each, one thread per output element (the element's computation is in darknet_cuda_px.h). */
+#include "darknet_cuda_layers.h"
+
+#include "cuda_check.h"
+#include "darknet_cuda_px.h"
+
+namespace {
+
+const int kThreads = 256;
+
+int blocks_for(int n)
+{
+    return (n + kThreads - 1) / kThreads;
+}
+
+int size_of(const dn_tensor &t)
+{
+    return t.c * t.h * t.w;
+}
+
+#define DN_INDEX(n)                                                                                            \
+    int i = blockIdx.x * blockDim.x + threadIdx.x;                                                             \
+    if (i >= (n))                                                                                              \
+        return;
+
+template <typename T>
+__global__ void input_kernel(const float *src, size_t pitch, T *dst, int c, int h, int w, int nhwc)
+{
+    DN_INDEX(c * h * w)
+    dn_px_input(i, src, pitch, dst, c, h, w, nhwc);
+}
+
+template <typename T>
+__global__ void bias_act_kernel(const T *y, const float *bias, int act, const T *res, int act2, T *out, int c,
+                                int hw, int nhwc)
+{
+    DN_INDEX(c * hw)
+    dn_px_bias_act(i, y, bias, act, res, act2, out, c, hw, nhwc);
+}
+
+template <typename T>
+__global__ void depthwise_kernel(const T *in, const float *weights, const float *bias, T *out, int c, int h, int w,
+                                 int oh, int ow, int size, int stride, int pad, int act, int nhwc)
+{
+    DN_INDEX(c * oh * ow)
+    dn_px_depthwise(i, in, weights, bias, out, c, h, w, oh, ow, size, stride, pad, act, nhwc);
+}
+
+template <typename T>
+__global__ void maxpool_kernel(const T *in, T *out, int c, int h, int w, int oh, int ow, int size, int stride,
+                               int pad, int nhwc)
+{
+    DN_INDEX(c * oh * ow)
+    dn_px_maxpool(i, in, out, c, h, w, oh, ow, size, stride, pad, nhwc);
+}
+
+template <typename T>
+__global__ void route_kernel(dn_route_args a, T *out, int c, int h, int w, int nhwc)
+{
+    DN_INDEX(c * h * w)
+    dn_px_route(i, a.n, a.in, a.in_c, a.first, a.count, out, c, h, w, nhwc);
+}
+
+template <typename T>
+__global__ void shortcut_kernel(const T *a, const T *b, int act, T *out, int n)
+{
+    DN_INDEX(n)
+    dn_px_shortcut(i, a, b, act, out);
+}
+
+template <typename T>
+__global__ void upsample_kernel(const T *in, T *out, int c, int h, int w, int stride, float scale, int nhwc)
+{
+    DN_INDEX(c * h * stride * w * stride)
+    dn_px_upsample(i, in, out, c, h, w, stride, scale, nhwc);
+}
+
+template <typename T>
+__global__ void yolo_kernel(const T *in, const float *bias, int act, int classes, float scale_x_y, float bias_x_y,
+                            float *out, int c, int h, int w, int nhwc)
+{
+    DN_INDEX(c * h * w)
+    dn_px_yolo(i, in, bias, act, classes, scale_x_y, bias_x_y, out, c, h, w, nhwc);
+}
+
+} // namespace
+
+int dn_input(cudaStream_t s, const float *src, size_t pitch, const dn_tensor &dst)
+{
+    int n = size_of(dst);
+    if (dst.half)
+        input_kernel<<<blocks_for(n), kThreads, 0, s>>>(src, pitch, (__half *)dst.data, dst.c, dst.h, dst.w,
+                                                         dst.nhwc);
+    else
+        input_kernel<<<blocks_for(n), kThreads, 0, s>>>(src, pitch, (float *)dst.data, dst.c, dst.h, dst.w,
+                                                         dst.nhwc);
+    return MK_CUDA_LAUNCH_CHECK(input_kernel);
+}
+
+int dn_bias_act(cudaStream_t s, const dn_tensor &y, const float *bias, int act, const dn_tensor *res, int act2,
+                const dn_tensor &out)
+{
+    int n = size_of(out), hw = out.h * out.w;
+    if (out.half)
+        bias_act_kernel<<<blocks_for(n), kThreads, 0, s>>>((const __half *)y.data, bias, act,
+                                                            res ? (const __half *)res->data : NULL, act2,
+                                                            (__half *)out.data, out.c, hw, out.nhwc);
+    else
+        bias_act_kernel<<<blocks_for(n), kThreads, 0, s>>>((const float *)y.data, bias, act,
+                                                            res ? (const float *)res->data : NULL, act2,
+                                                            (float *)out.data, out.c, hw, out.nhwc);
+    return MK_CUDA_LAUNCH_CHECK(bias_act_kernel);
+}
+
+int dn_depthwise(cudaStream_t s, const dn_tensor &in, const float *weights, const float *bias, int size, int stride,
+                 int pad, int act, const dn_tensor &out)
+{
+    int n = size_of(out);
+    if (out.half)
+        depthwise_kernel<<<blocks_for(n), kThreads, 0, s>>>((const __half *)in.data, weights, bias,
+                                                             (__half *)out.data, in.c, in.h, in.w, out.h, out.w,
+                                                             size, stride, pad, act, out.nhwc);
+    else
+        depthwise_kernel<<<blocks_for(n), kThreads, 0, s>>>((const float *)in.data, weights, bias, (float *)out.data,
+                                                             in.c, in.h, in.w, out.h, out.w, size, stride, pad, act,
+                                                             out.nhwc);
+    return MK_CUDA_LAUNCH_CHECK(depthwise_kernel);
+}
+
+int dn_maxpool(cudaStream_t s, const dn_tensor &in, int size, int stride, int pad, const dn_tensor &out)
+{
+    int n = size_of(out);
+    if (out.half)
+        maxpool_kernel<<<blocks_for(n), kThreads, 0, s>>>((const __half *)in.data, (__half *)out.data, in.c, in.h,
+                                                           in.w, out.h, out.w, size, stride, pad, out.nhwc);
+    else
+        maxpool_kernel<<<blocks_for(n), kThreads, 0, s>>>((const float *)in.data, (float *)out.data, in.c, in.h,
+                                                           in.w, out.h, out.w, size, stride, pad, out.nhwc);
+    return MK_CUDA_LAUNCH_CHECK(maxpool_kernel);
+}
+
+int dn_route(cudaStream_t s, const dn_route_args &args, const dn_tensor &out)
+{
+    int n = size_of(out);
+    if (out.half)
+        route_kernel<__half><<<blocks_for(n), kThreads, 0, s>>>(args, (__half *)out.data, out.c, out.h, out.w,
+                                                                 out.nhwc);
+    else
+        route_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(args, (float *)out.data, out.c, out.h, out.w,
+                                                                out.nhwc);
+    return MK_CUDA_LAUNCH_CHECK(route_kernel);
+}
+
+int dn_shortcut(cudaStream_t s, const dn_tensor &a, const dn_tensor &b, int act, const dn_tensor &out)
+{
+    int n = size_of(out);
+    if (out.half)
+        shortcut_kernel<<<blocks_for(n), kThreads, 0, s>>>((const __half *)a.data, (const __half *)b.data, act,
+                                                            (__half *)out.data, n);
+    else
+        shortcut_kernel<<<blocks_for(n), kThreads, 0, s>>>((const float *)a.data, (const float *)b.data, act,
+                                                            (float *)out.data, n);
+    return MK_CUDA_LAUNCH_CHECK(shortcut_kernel);
+}
+
+int dn_upsample(cudaStream_t s, const dn_tensor &in, int stride, float scale, const dn_tensor &out)
+{
+    int n = size_of(out);
+    if (out.half)
+        upsample_kernel<<<blocks_for(n), kThreads, 0, s>>>((const __half *)in.data, (__half *)out.data, in.c, in.h,
+                                                            in.w, stride, scale, out.nhwc);
+    else
+        upsample_kernel<<<blocks_for(n), kThreads, 0, s>>>((const float *)in.data, (float *)out.data, in.c, in.h,
+                                                            in.w, stride, scale, out.nhwc);
+    return MK_CUDA_LAUNCH_CHECK(upsample_kernel);
+}
+
+int dn_yolo(cudaStream_t s, const dn_tensor &in, const float *bias, int act, int classes, float scale_x_y,
+            float bias_x_y, float *out)
+{
+    int n = size_of(in);
+    if (in.half)
+        yolo_kernel<<<blocks_for(n), kThreads, 0, s>>>((const __half *)in.data, bias, act, classes, scale_x_y,
+                                                        bias_x_y, out, in.c, in.h, in.w, in.nhwc);
+    else
+        yolo_kernel<<<blocks_for(n), kThreads, 0, s>>>((const float *)in.data, bias, act, classes, scale_x_y,
+                                                        bias_x_y, out, in.c, in.h, in.w, in.nhwc);
+    return MK_CUDA_LAUNCH_CHECK(yolo_kernel);
+}

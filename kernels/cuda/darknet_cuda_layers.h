@@ -1,0 +1,58 @@
+/* darknet_cuda_layers: the CUDA kernels of the Darknet forward pass other than cuDNN's convolutions (CUDA C++ only,
+ * included by darknet_cuda.cu). Every launcher queues one kernel on `s`, checks the launch and returns 0 or a
+ * negative MK_E* code with a message; none synchronises, so all of them may be captured into a CUDA graph.
+ *
+ * Tensors are one image of c x h x w elements, contiguous, float32 or half (`half`), in NCHW or NHWC order
+ * (`nhwc`); arithmetic is float32 whatever the storage type. Formulas are darknet_internal.h's, with the
+ * activations of darknet_px.h; each element's computation is in darknet_cuda_px.h. */
+#ifndef MK_DARKNET_CUDA_LAYERS_H
+#define MK_DARKNET_CUDA_LAYERS_H
+
+#include "darknet_internal.h"
+
+#include <cuda_runtime.h>
+
+/* A tensor in device memory. */
+struct dn_tensor {
+    void *data;
+    int c, h, w;
+    int half; /* elements are __half (else float) */
+    int nhwc; /* layout NHWC (else NCHW) */
+};
+
+/* The network input: float32 planes (row pitch `pitch` bytes, plane p row y at (p * h + y) * pitch) into `dst`. */
+int dn_input(cudaStream_t s, const float *src, size_t pitch, const dn_tensor &dst);
+
+/* out = act2(act(y + bias[c]) + res), or act(y + bias[c]) without `res` (NULL data); out may be y. */
+int dn_bias_act(cudaStream_t s, const dn_tensor &y, const float *bias, int act, const dn_tensor *res, int act2,
+                const dn_tensor &out);
+
+/* Depthwise convolution (groups = channels = filters) with bias and activation: weights float [c][size][size]. */
+int dn_depthwise(cudaStream_t s, const dn_tensor &in, const float *weights, const float *bias, int size, int stride,
+                 int pad, int act, const dn_tensor &out);
+
+/* Darknet's maxpool: window of output (x, y) at x * stride - pad / 2 + 0..size-1; inputs outside are skipped. */
+int dn_maxpool(cudaStream_t s, const dn_tensor &in, int size, int stride, int pad, const dn_tensor &out);
+
+/* Route: out's channels are, in order, channels [first[k], first[k] + count[k]) of each input k (in_c[k] channels,
+ * out's h, w, type and layout). */
+struct dn_route_args {
+    int n;
+    const void *in[MK_NET_MAX_ROUTE];
+    int in_c[MK_NET_MAX_ROUTE], first[MK_NET_MAX_ROUTE], count[MK_NET_MAX_ROUTE];
+};
+int dn_route(cudaStream_t s, const dn_route_args &args, const dn_tensor &out);
+
+/* out = act(a + b), all of one shape and layout. */
+int dn_shortcut(cudaStream_t s, const dn_tensor &a, const dn_tensor &b, int act, const dn_tensor &out);
+
+/* Nearest upsampling by `stride`, times `scale`. */
+int dn_upsample(cudaStream_t s, const dn_tensor &in, int stride, float scale, const dn_tensor &out);
+
+/* The [yolo] layer into float32 CHW (Darknet's layout) `out` (c * h * w floats): x, y: logistic * scale_x_y +
+ * bias_x_y; w, h: as they are; objectness and classes: logistic. With `bias` non-NULL, `in` is the raw output of
+ * the convolution before the layer and act(in + bias[c]) is taken first (the convolution's epilogue fused in). */
+int dn_yolo(cudaStream_t s, const dn_tensor &in, const float *bias, int act, int classes, float scale_x_y,
+            float bias_x_y, float *out);
+
+#endif

@@ -1,0 +1,180 @@
+/* darknet_cuda_px: one output element of each kernel of darknet_cuda_layers.cu, as plain functions of the element
+ * index. The kernels are thin wrappers around these; without nvcc they compile as host code (like px.h), so the
+ * layer logic — layouts, route slices, maxpool windows, fused epilogues — can be exercised without a GPU.
+ *
+ * Element i of a c x h x w tensor is (channel, row, column) = coords(i) in its layout: NCHW ((ch * h + y) * w + x)
+ * or NHWC ((y * w + x) * c + ch). Storage is float or __half; arithmetic is float32. */
+#ifndef MK_DARKNET_CUDA_PX_H
+#define MK_DARKNET_CUDA_PX_H
+
+#include "darknet_px.h"
+
+#include <cuda_fp16.h>
+#include <float.h>
+#include <stddef.h>
+
+#ifdef __CUDACC__
+#define DN_PX static __device__ __forceinline__
+#else
+#define DN_PX static inline
+#endif
+
+DN_PX float dn_ld(const float *p, size_t i)
+{
+    return p[i];
+}
+
+DN_PX float dn_ld(const __half *p, size_t i)
+{
+    return __half2float(p[i]);
+}
+
+DN_PX void dn_st(float *p, size_t i, float v)
+{
+    p[i] = v;
+}
+
+DN_PX void dn_st(__half *p, size_t i, float v)
+{
+    p[i] = __float2half_rn(v);
+}
+
+DN_PX void dn_coords(int i, int c, int h, int w, int nhwc, int *ch, int *y, int *x)
+{
+    if (nhwc) {
+        *ch = i % c;
+        int p = i / c;
+        *x = p % w;
+        *y = p / w;
+    } else {
+        *x = i % w;
+        int p = i / w;
+        *y = p % h;
+        *ch = p / h;
+    }
+}
+
+DN_PX size_t dn_at(int ch, int y, int x, int c, int h, int w, int nhwc)
+{
+    return nhwc ? ((size_t)y * w + x) * c + ch : ((size_t)ch * h + y) * w + x;
+}
+
+/* The network input: float planes with a row pitch in bytes, into dst's type and layout. */
+template <typename T>
+DN_PX void dn_px_input(int i, const float *src, size_t pitch, T *dst, int c, int h, int w, int nhwc)
+{
+    int ch, y, x;
+    dn_coords(i, c, h, w, nhwc, &ch, &y, &x);
+    const float *row = (const float *)((const char *)src + ((size_t)ch * h + y) * pitch);
+    dn_st(dst, i, row[x]);
+}
+
+/* out = act(y + bias[ch]), then with res: act2(that + res). out may be y. */
+template <typename T>
+DN_PX void dn_px_bias_act(int i, const T *y, const float *bias, int act, const T *res, int act2, T *out, int c,
+                          int hw, int nhwc)
+{
+    int ch = nhwc ? i % c : i / hw;
+    float v = mk_px_activate(dn_ld(y, i) + bias[ch], act);
+    if (res)
+        v = mk_px_activate(v + dn_ld(res, i), act2);
+    dn_st(out, i, v);
+}
+
+/* Depthwise convolution, weights [c][size][size], with bias and activation; in is c x h x w, out c x oh x ow. */
+template <typename T>
+DN_PX void dn_px_depthwise(int i, const T *in, const float *weights, const float *bias, T *out, int c, int h, int w,
+                           int oh, int ow, int size, int stride, int pad, int act, int nhwc)
+{
+    int ch, oy, ox;
+    dn_coords(i, c, oh, ow, nhwc, &ch, &oy, &ox);
+    const float *k = weights + (size_t)ch * size * size;
+    int y0 = oy * stride - pad, x0 = ox * stride - pad;
+    float sum = 0.f;
+    for (int ky = 0; ky < size; ky++) {
+        int y = y0 + ky;
+        if (y < 0 || y >= h)
+            continue;
+        for (int kx = 0; kx < size; kx++) {
+            int x = x0 + kx;
+            if (x >= 0 && x < w)
+                sum += k[ky * size + kx] * dn_ld(in, dn_at(ch, y, x, c, h, w, nhwc));
+        }
+    }
+    dn_st(out, i, mk_px_activate(sum + bias[ch], act));
+}
+
+/* Darknet's maxpool (darknet_internal.h): inputs outside the image are skipped. */
+template <typename T>
+DN_PX void dn_px_maxpool(int i, const T *in, T *out, int c, int h, int w, int oh, int ow, int size, int stride,
+                         int pad, int nhwc)
+{
+    int ch, oy, ox;
+    dn_coords(i, c, oh, ow, nhwc, &ch, &oy, &ox);
+    int off = -pad / 2;
+    float best = -FLT_MAX;
+    for (int dy = 0; dy < size; dy++) {
+        int y = off + oy * stride + dy;
+        if (y < 0 || y >= h)
+            continue;
+        for (int dx = 0; dx < size; dx++) {
+            int x = off + ox * stride + dx;
+            if (x >= 0 && x < w) {
+                float v = dn_ld(in, dn_at(ch, y, x, c, h, w, nhwc));
+                if (v > best)
+                    best = v;
+            }
+        }
+    }
+    dn_st(out, i, best);
+}
+
+/* Route: output channel ch comes from input k = the first whose count[] it falls in, channel first[k] + the rest;
+ * in[k] has in_c[k] channels and the output's h and w. */
+template <typename T>
+DN_PX void dn_px_route(int i, int n, const void *const *in, const int *in_c, const int *first, const int *count,
+                       T *out, int c, int h, int w, int nhwc)
+{
+    int ch, y, x, k = 0;
+    dn_coords(i, c, h, w, nhwc, &ch, &y, &x);
+    while (k < n - 1 && ch >= count[k]) {
+        ch -= count[k];
+        k++;
+    }
+    out[i] = ((const T *)in[k])[dn_at(first[k] + ch, y, x, in_c[k], h, w, nhwc)];
+}
+
+template <typename T>
+DN_PX void dn_px_shortcut(int i, const T *a, const T *b, int act, T *out)
+{
+    dn_st(out, i, mk_px_activate(dn_ld(a, i) + dn_ld(b, i), act));
+}
+
+/* Nearest upsampling: out is c x (h * stride) x (w * stride). */
+template <typename T>
+DN_PX void dn_px_upsample(int i, const T *in, T *out, int c, int h, int w, int stride, float scale, int nhwc)
+{
+    int ch, y, x;
+    dn_coords(i, c, h * stride, w * stride, nhwc, &ch, &y, &x);
+    dn_st(out, i, scale * dn_ld(in, dn_at(ch, y / stride, x / stride, c, h, w, nhwc)));
+}
+
+/* [yolo] element i of the float CHW output; with bias, in is the raw convolution output and act(in + bias) is
+ * taken first. */
+template <typename T>
+DN_PX void dn_px_yolo(int i, const T *in, const float *bias, int act, int classes, float scale_x_y, float bias_x_y,
+                      float *out, int c, int h, int w, int nhwc)
+{
+    int hw = h * w, ch = i / hw, p = i - ch * hw, y = p / w, x = p - y * w;
+    float v = dn_ld(in, dn_at(ch, y, x, c, h, w, nhwc));
+    if (bias)
+        v = mk_px_activate(v + bias[ch], act);
+    int e = ch % (5 + classes);
+    if (e < 2)
+        v = mk_px_yolo_xy(v, scale_x_y, bias_x_y);
+    else if (e >= 4)
+        v = mk_px_logistic(v);
+    out[i] = v;
+}
+
+#endif
