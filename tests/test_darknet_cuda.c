@@ -627,15 +627,9 @@ static void test_states(void **state)
 
 int main(void)
 {
-    char why[256] = "";
-    gpu = tu_cuda_ctx(why, sizeof why);
-    if (!gpu) {
-        printf("SKIP: CUDA Darknet tests need a GPU: %s\n", why);
-        return TU_SKIP_CODE;
-    }
-    if (mk_ctx_create(MK_BACKEND_CPU, &cpu))
-        return 1;
-    printf("CUDA device: %s\n", mk_ctx_device_name(gpu));
+    int start = tu_cuda_main("CUDA Darknet tests", &cpu, &gpu);
+    if (start)
+        return start;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp32_reference), cmocka_unit_test(test_fp32_variants),
         cmocka_unit_test(test_fp32_layers),    cmocka_unit_test(test_fp16),

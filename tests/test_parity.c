@@ -15,54 +15,6 @@
 static mk_ctx_t *cpu, *gpu;
 static const uint8_t poisons[2] = {0xa5, 0x5a};
 
-/* A device image inside a larger allocation: 2 guard rows before and after, and the pitch padding. */
-typedef struct {
-    mk_image_t img, whole;
-} dev_guard_t;
-
-static void dev_guard_alloc(dev_guard_t *g, mk_image_t desc, size_t extra_pitch, uint8_t poison)
-{
-    size_t pitch = mk_image_row_bytes(&desc) + extra_pitch;
-    g->whole = mk_image_desc((int)pitch, (int)mk_image_rows(&desc) + 4, MK_FMT_GRAY, MK_U8);
-    g->whole.pitch = pitch;
-    TU_OK(mk_image_alloc(gpu, &g->whole, MK_MEM_DEVICE));
-    TU_OK(mk_image_memset(gpu, &g->whole, poison));
-    g->img = desc;
-    g->img.pitch = pitch;
-    g->img.mem = MK_MEM_DEVICE;
-    g->img.data = (char *)g->whole.data + 2 * pitch;
-    g->img.owned = 0;
-}
-
-/* Downloads the guarded image; fails if a guard byte changed. Returns the image part as a host image. */
-static mk_image_t dev_guard_check(dev_guard_t *g, uint8_t poison, const char *what)
-{
-    mk_image_t whole = tu_to_host(gpu, &g->whole);
-    size_t row = mk_image_row_bytes(&g->img), rows = mk_image_rows(&g->img), pitch = g->img.pitch;
-    for (size_t y = 0; y < rows + 4; y++) {
-        const uint8_t *p = (const uint8_t *)whole.data + y * whole.pitch;
-        size_t from = (y < 2 || y >= rows + 2) ? 0 : row;
-        for (size_t x = from; x < pitch; x++)
-            if (p[x] != poison)
-                fail_msg("%s: guard byte (%zu, %zu) overwritten", what, x, y);
-    }
-    mk_image_t out = g->img;
-    out.mem = MK_MEM_HOST;
-    out.data = NULL;
-    out.owned = 0;
-    out.pitch = 0;
-    TU_OK(mk_image_alloc(NULL, &out, MK_MEM_HOST));
-    for (size_t y = 0; y < rows; y++)
-        memcpy((char *)out.data + y * out.pitch, (const char *)whole.data + (y + 2) * whole.pitch, row);
-    mk_image_free(NULL, &whole);
-    return out;
-}
-
-static void dev_guard_free(dev_guard_t *g)
-{
-    mk_image_free(gpu, &g->whole);
-}
-
 static void assert_same(const mk_image_t *a, const mk_image_t *b, const char *what)
 {
     size_t row = mk_image_row_bytes(a);
@@ -84,17 +36,17 @@ static void letterbox_case(const mk_image_t *src, int nw, int nh, mk_letterbox_m
     int rc_cpu = mk_letterbox(cpu, src, &ref, mode, NULL);
     mk_image_t dsrc = tu_to_ctx(gpu, src, src_extra);
     for (int k = 0; k < 2; k++) {
-        dev_guard_t g;
-        dev_guard_alloc(&g, mk_image_desc_planar(nw, nh, 3, MK_F32), dst_extra, poisons[k]);
+        tu_dev_guard_t g;
+        tu_dev_guard_alloc(gpu, &g, mk_image_desc_planar(nw, nh, 3, MK_F32), dst_extra, poisons[k]);
         int rc = mk_letterbox(gpu, &dsrc, &g.img, mode, NULL);
         if (rc != rc_cpu)
             fail_msg("%s: CPU returned %s, CUDA %s (%s)", what, mk_err_name(rc_cpu), mk_err_name(rc), mk_err_msg());
         TU_OK(mk_ctx_sync(gpu));
-        mk_image_t got = dev_guard_check(&g, poisons[k], what);
+        mk_image_t got = tu_dev_guard_check(gpu, &g, poisons[k], what);
         if (!rc)
             assert_same(&ref, &got, what);
         mk_image_free(NULL, &got);
-        dev_guard_free(&g);
+        tu_dev_guard_free(gpu, &g);
     }
     mk_image_free(gpu, &dsrc);
     mk_image_free(NULL, &ref);
@@ -159,9 +111,9 @@ static void threshold_case(const mk_image_t *src, int otsu, int t, int maxval, m
     else
         TU_OK(mk_threshold(cpu, src, &ref, t, maxval, mode));
     for (int k = 0; k < 2; k++) {
-        dev_guard_t g;
+        tu_dev_guard_t g;
         mk_image_t dsrc = {0};
-        dev_guard_alloc(&g, mk_image_desc(src->width, src->height, MK_FMT_GRAY, MK_U8), in_place ? src_extra : dst_extra,
+        tu_dev_guard_alloc(gpu, &g, mk_image_desc(src->width, src->height, MK_FMT_GRAY, MK_U8), in_place ? src_extra : dst_extra,
                         poisons[k]);
         if (in_place) {
             mk_image_t tmp = tu_to_ctx(gpu, src, src_extra);
@@ -178,11 +130,11 @@ static void threshold_case(const mk_image_t *src, int otsu, int t, int maxval, m
         TU_OK(mk_ctx_sync(gpu));
         if (otsu && k && t_gpu != t_cpu)
             fail_msg("%s: Otsu threshold CPU %d, CUDA %d", what, t_cpu, t_gpu);
-        mk_image_t got = dev_guard_check(&g, poisons[k], what);
+        mk_image_t got = tu_dev_guard_check(gpu, &g, poisons[k], what);
         assert_same(&ref, &got, what);
         mk_image_free(NULL, &got);
         mk_image_free(gpu, &dsrc);
-        dev_guard_free(&g);
+        tu_dev_guard_free(gpu, &g);
     }
     mk_image_free(NULL, &ref);
 }
@@ -315,14 +267,14 @@ static void test_yuyv_random(void **state)
         char what[128];
         snprintf(what, sizeof what, "yuyv %d: %dx%d (+%zu,+%zu) -> %s", i, w, h, se, de, mk_format_name(fmt));
         for (int k = 0; k < 2; k++) {
-            dev_guard_t g;
-            dev_guard_alloc(&g, mk_image_desc(w, h, fmt, MK_U8), de, poisons[k]);
+            tu_dev_guard_t g;
+            tu_dev_guard_alloc(gpu, &g, mk_image_desc(w, h, fmt, MK_U8), de, poisons[k]);
             TU_OK(mk_yuyv_to_rgb(gpu, &dsrc, &g.img));
             TU_OK(mk_ctx_sync(gpu));
-            mk_image_t got = dev_guard_check(&g, poisons[k], what);
+            mk_image_t got = tu_dev_guard_check(gpu, &g, poisons[k], what);
             assert_same(&ref, &got, what);
             mk_image_free(NULL, &got);
-            dev_guard_free(&g);
+            tu_dev_guard_free(gpu, &g);
         }
         mk_image_free(gpu, &dsrc);
         mk_image_free(NULL, &ref);
@@ -355,15 +307,9 @@ static void test_cuda_bad_input(void **state)
 
 int main(void)
 {
-    char why[256] = "";
-    gpu = tu_cuda_ctx(why, sizeof why);
-    if (!gpu) {
-        printf("SKIP: CUDA parity tests need a GPU: %s\n", why);
-        return TU_SKIP_CODE;
-    }
-    if (mk_ctx_create(MK_BACKEND_CPU, &cpu))
-        return 1;
-    printf("CUDA device: %s\n", mk_ctx_device_name(gpu));
+    int start = tu_cuda_main("CUDA parity tests", &cpu, &gpu);
+    if (start)
+        return start;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_letterbox_fixed), cmocka_unit_test(test_letterbox_random),
         cmocka_unit_test(test_threshold_random), cmocka_unit_test(test_histogram),

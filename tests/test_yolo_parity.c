@@ -189,15 +189,9 @@ static void test_host_data(void **state)
 
 int main(void)
 {
-    char why[256] = "";
-    gpu = tu_cuda_ctx(why, sizeof why);
-    if (!gpu) {
-        printf("SKIP: CUDA parity tests need a GPU: %s\n", why);
-        return TU_SKIP_CODE;
-    }
-    if (mk_ctx_create(MK_BACKEND_CPU, &cpu))
-        return 1;
-    printf("CUDA device: %s\n", mk_ctx_device_name(gpu));
+    int start = tu_cuda_main("CUDA parity tests", &cpu, &gpu);
+    if (start)
+        return start;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference),   cmocka_unit_test(test_random), cmocka_unit_test(test_long_lists),
         cmocka_unit_test(test_repeated),    cmocka_unit_test(test_host_data),

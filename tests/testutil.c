@@ -390,3 +390,17 @@ void tu_json_size(const cJSON *arr, int *w, int *h)
     *w = cJSON_GetArrayItem(arr, 0)->valueint;
     *h = cJSON_GetArrayItem(arr, 1)->valueint;
 }
+
+int tu_cuda_main(const char *what, mk_ctx_t **cpu, mk_ctx_t **gpu)
+{
+    char why[256] = "";
+    *gpu = tu_cuda_ctx(why, sizeof why);
+    if (!*gpu) {
+        printf("SKIP: %s need a GPU: %s\n", what, why);
+        return TU_SKIP_CODE;
+    }
+    if (mk_ctx_create(MK_BACKEND_CPU, cpu))
+        return 1;
+    printf("CUDA device: %s\n", mk_ctx_device_name(*gpu));
+    return 0;
+}

@@ -100,6 +100,10 @@ void tu_blobs_free(tu_blob_t *b, int n);
 
 /* A CUDA context, or NULL with the reason in `why` (no GPU, CUDA not built). */
 mk_ctx_t *tu_cuda_ctx(char *why, size_t n);
+/* The start of a CUDA test program: a CUDA context in *gpu and a CPU context in *cpu, printing the device. Returns
+ * 0, or the exit code main() should return: TU_SKIP_CODE (with a SKIP line saying `what` needs a GPU and why) or
+ * 1. */
+int tu_cuda_main(const char *what, mk_ctx_t **cpu, mk_ctx_t **gpu);
 
 /* An image in the context's memory inside a larger allocation poisoned with one byte: 2 guard rows before and
  * after, and the pitch padding. tu_dev_guard_check() downloads it, fails the test if a guard byte changed, and
