@@ -824,6 +824,7 @@ static const struct {
     {"letterbox", "letterbox an image to a network input (float32 CHW)", cmd_letterbox},
     {"threshold", "binarise a gray image with a fixed or Otsu threshold", cmd_threshold},
     {"forward", "run a Darknet network on a raw input tensor, write the yolo outputs", mt_forward},
+    {"detect", "find objects in images with a Darknet network (letterbox, forward, decode + NMS)", mt_detect},
     {"decode", "decode + NMS of dumped [yolo] outputs, print detections as JSON", mt_decode},
     {"guided", "guided filter / fast guided upsampling of a mask with an image as guide", cmd_guided},
     {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|guided|yolo-decode|detect|all)", mt_bench},

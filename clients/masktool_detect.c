@@ -112,3 +112,38 @@ int mt_detect_json(mk_ctx_t *ctx, const mk_yolo_layer_t *layers, int nlayers, co
     free(d);
     return rc;
 }
+
+int mt_detect_image(mk_ctx_t *ctx, mk_net_t *net, const mk_image_t *rgb, mk_letterbox_mode_t mode,
+                    const mk_yolo_params_t *p, const char *image, const mt_names_t *names, cJSON **out)
+{
+    mk_image_t src = *rgb, in = mk_net_input_desc(net);
+    mk_letterbox_t plan;
+    mk_yolo_layer_t layers[MK_YOLO_MAX_LAYERS];
+    int nl = mk_net_yolo_count(net), rc = 0;
+    int upload = mk_ctx_mem(ctx) != MK_MEM_HOST;
+    if (nl < 1 || nl > MK_YOLO_MAX_LAYERS)
+        return mk_err_set(MK_EUNSUPPORTED, "the network has %d [yolo] layers (1..%d supported)", nl,
+                          MK_YOLO_MAX_LAYERS);
+    if (upload) {
+        src.data = NULL;
+        src.owned = 0;
+        src.pitch = 0;
+        rc = mk_image_alloc(ctx, &src, mk_ctx_mem(ctx));
+        if (!rc)
+            rc = mk_image_upload(ctx, &src, rgb);
+    }
+    if (!rc)
+        rc = mk_image_alloc(ctx, &in, mk_ctx_mem(ctx));
+    if (!rc)
+        rc = mk_letterbox(ctx, &src, &in, mode, &plan);
+    if (!rc)
+        rc = mk_net_forward(net, &in);
+    for (int k = 0; k < nl && !rc; k++)
+        rc = mk_net_yolo_output(net, k, &layers[k]);
+    if (!rc)
+        rc = mt_detect_json(ctx, layers, nl, &plan, p, image, names, out);
+    mk_image_free(ctx, &in);
+    if (upload)
+        mk_image_free(ctx, &src);
+    return rc;
+}

@@ -4,6 +4,7 @@
 #define MASKTOOL_DETECT_H
 
 #include "ctx.h"
+#include "darknet.h"
 #include "letterbox.h"
 #include "yolo.h"
 
@@ -35,5 +36,10 @@ int mt_yolo_max_detections(const mk_yolo_layer_t *layers, int nlayers, const mk_
  * caller deletes it). `lb` is the letterbox that made the network input; its source size is the image's. */
 int mt_detect_json(mk_ctx_t *ctx, const mk_yolo_layer_t *layers, int nlayers, const mk_letterbox_t *lb,
                    const mk_yolo_params_t *p, const char *image, const mt_names_t *names, cJSON **out);
+
+/* The whole detector on one image: `rgb` (host, RGB u8) letterboxed in `mode` to the network's input, the forward
+ * pass, decode + NMS (mt_detect_json). Runs on ctx's backend; the net must have been loaded on ctx. */
+int mt_detect_image(mk_ctx_t *ctx, mk_net_t *net, const mk_image_t *rgb, mk_letterbox_mode_t mode,
+                    const mk_yolo_params_t *p, const char *image, const mt_names_t *names, cJSON **out);
 
 #endif

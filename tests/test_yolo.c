@@ -523,61 +523,19 @@ static void test_random_vs_oracle(void **state)
 
 /* ---- Darknet's own outputs ------------------------------------------------------------------------------- */
 
-typedef struct {
-    int images, boxes;
-    double worst_iou, worst_prob;
-} ref_stats_t;
-
-static double iou_px(const double a[4], const double b[4])
-{
-    double w = fmin(a[0] + a[2], b[0] + b[2]) - fmax(a[0], b[0]);
-    double h = fmin(a[1] + a[3], b[1] + b[3]) - fmax(a[1], b[1]);
-    double i = w > 0 && h > 0 ? w * h : 0;
-    return i / (a[2] * a[3] + b[2] * b[3] - i);
-}
-
 /* Every reference box matched by one of ours of its class with IoU >= 0.98 and |prob difference| <= 0.01, one to
  * one, and no box of ours left over. */
 static void check_reference(const ty_ref_t *ref, void *arg)
 {
-    ref_stats_t *st = arg;
     mk_detection_t out[1000 + GUARD];
     int n = detect(ref->layers, ref->cfg.nlayers, &ref->lb, &ref->p, out, 1000);
-    cJSON *dets = cJSON_GetObjectItem(ref->json, "detections"), *e;
-    char used[1024] = {0};
-    int nref = cJSON_GetArraySize(dets);
-    cJSON_ArrayForEach(e, dets)
-    {
-        double want[4] = {cJSON_GetObjectItem(e, "x")->valuedouble, cJSON_GetObjectItem(e, "y")->valuedouble,
-                          cJSON_GetObjectItem(e, "w")->valuedouble, cJSON_GetObjectItem(e, "h")->valuedouble};
-        int cls = cJSON_GetObjectItem(e, "class")->valueint, best = -1;
-        double best_iou = 0, prob = cJSON_GetObjectItem(e, "prob")->valuedouble;
-        for (int i = 0; i < n; i++) {
-            double got[4] = {out[i].x, out[i].y, out[i].w, out[i].h};
-            double iou = iou_px(want, got);
-            if (!used[i] && out[i].class_id == cls && iou > best_iou && fabs(out[i].prob - prob) <= 0.01) {
-                best = i;
-                best_iou = iou;
-            }
-        }
-        if (best < 0 || best_iou < 0.98)
-            fail_msg("%s: reference box class %d prob %g at (%g, %g) %g x %g: no match (best IoU %g)", ref->name, cls,
-                     prob, want[0], want[1], want[2], want[3], best_iou);
-        used[best] = 1;
-        st->worst_iou = best_iou < st->worst_iou ? best_iou : st->worst_iou;
-        st->worst_prob = fmax(st->worst_prob, fabs(out[best].prob - prob));
-        assert_float_equal(out[best].objectness, cJSON_GetObjectItem(e, "objectness")->valuedouble, 1e-5);
-    }
-    if (n != nref)
-        fail_msg("%s: %d detections, Darknet %d", ref->name, n, nref);
-    st->images++;
-    st->boxes += n;
+    ty_match_reference(ref, out, n, arg);
 }
 
 static void test_darknet_reference(void **state)
 {
     (void)state;
-    ref_stats_t st = {0, 0, 1, 0};
+    ty_ref_stats_t st = {0, 0, 1, 0};
     int count = ty_for_each_reference(check_reference, &st);
     if (!count)
         skip();

@@ -169,4 +169,54 @@ static inline int ty_for_each_reference(void (*fn)(const ty_ref_t *ref, void *ar
     return count;
 }
 
+/* How well detections matched the references (ty_match_reference). */
+typedef struct {
+    int images, boxes;
+    double worst_iou, worst_prob;
+} ty_ref_stats_t;
+
+static inline double ty_iou_px(const double a[4], const double b[4])
+{
+    double w = fmin(a[0] + a[2], b[0] + b[2]) - fmax(a[0], b[0]);
+    double h = fmin(a[1] + a[3], b[1] + b[3]) - fmax(a[1], b[1]);
+    double i = w > 0 && h > 0 ? w * h : 0;
+    return i / (a[2] * a[3] + b[2] * b[3] - i);
+}
+
+/* Every reference box matched by one of ours of its class with IoU >= 0.98 and |prob difference| <= 0.01, one to
+ * one, and no box of ours left over. */
+static inline void ty_match_reference(const ty_ref_t *ref, const mk_detection_t *out, int n, ty_ref_stats_t *st)
+{
+    cJSON *dets = cJSON_GetObjectItem(ref->json, "detections"), *e;
+    char used[1024] = {0};
+    int nref = cJSON_GetArraySize(dets);
+    cJSON_ArrayForEach(e, dets)
+    {
+        double want[4] = {cJSON_GetObjectItem(e, "x")->valuedouble, cJSON_GetObjectItem(e, "y")->valuedouble,
+                          cJSON_GetObjectItem(e, "w")->valuedouble, cJSON_GetObjectItem(e, "h")->valuedouble};
+        int cls = cJSON_GetObjectItem(e, "class")->valueint, best = -1;
+        double best_iou = 0, prob = cJSON_GetObjectItem(e, "prob")->valuedouble;
+        for (int i = 0; i < n; i++) {
+            double got[4] = {out[i].x, out[i].y, out[i].w, out[i].h};
+            double iou = ty_iou_px(want, got);
+            if (!used[i] && out[i].class_id == cls && iou > best_iou && fabs(out[i].prob - prob) <= 0.01) {
+                best = i;
+                best_iou = iou;
+            }
+        }
+        if (best < 0 || best_iou < 0.98)
+            fail_msg("%s: reference box class %d prob %g at (%g, %g) %g x %g: no match (best IoU %g)", ref->name, cls,
+                     prob, want[0], want[1], want[2], want[3], best_iou);
+        used[best] = 1;
+        st->worst_iou = best_iou < st->worst_iou ? best_iou : st->worst_iou;
+        st->worst_prob = fmax(st->worst_prob, fabs(out[best].prob - prob));
+        assert_float_equal(out[best].objectness, cJSON_GetObjectItem(e, "objectness")->valuedouble, 1e-5);
+    }
+    if (n != nref)
+        fail_msg("%s: %d detections, Darknet %d", ref->name, n, nref);
+    st->images++;
+    st->boxes += n;
+}
+
+
 #endif
