@@ -104,7 +104,7 @@ struct mk_pipeline {
     pthread_mutex_t state_mu;
     mk_pipe_state_t state;
     char state_reason[300];
-    int ready_sent;
+    atomic_int ready_sent; /* READY=1 went out (from the process or the capture thread) */
 
     /* source facts (capture thread writes under stats_mu) */
     char src_kind[16], src_path[256], src_card[64];
@@ -405,10 +405,8 @@ static void note_lost(mk_pipeline_t *p, const char *why)
     set_state(p, MK_PIPE_SOURCE_LOST, "%s", why);
     /* Before the first mask, systemd is told that maskd is up and waiting for its source, so that a camera
      * that is absent at boot does not fail the unit. */
-    if (!p->ready_sent && p->notify) {
-        p->ready_sent = 1;
+    if (p->notify && !atomic_exchange(&p->ready_sent, 1))
         mk_notify_sendf(p->notify, "READY=1\nSTATUS=waiting for the source: %.200s", why);
-    }
 }
 
 /* Sleeps up to ms, returning early on stop or a change of the idle request. */
@@ -839,10 +837,8 @@ static int process_frame(mk_pipeline_t *p, const mk_decoded_t *d)
     p->target_from = res;
     pthread_mutex_unlock(&p->stats_mu);
 
-    if (!p->ready_sent && p->notify) {
-        p->ready_sent = 1;
+    if (p->notify && !atomic_exchange(&p->ready_sent, 1))
         mk_notify_sendf(p->notify, "READY=1\nSTATUS=running: first mask published (%dx%d)", w, h);
-    }
     return 0;
 }
 

@@ -58,7 +58,7 @@ def wait_for(cond, seconds, step=0.05):
 class Maskd:
     """A maskd process with its own instance, runtime directory and log."""
 
-    def __init__(self, tag, *args, config=None):
+    def __init__(self, tag, *args, config=None, env=None):
         self.instance = "t%d-%s" % (os.getpid(), tag)
         self.dir = tempfile.mkdtemp(prefix="maskd-test-")
         self.sock = os.path.join(self.dir, "control.sock")
@@ -67,9 +67,10 @@ class Maskd:
         if config:
             cmd += ["--config", config]
         self.log = open(self.log_path, "w")
-        env = dict(os.environ)
-        env.pop("NOTIFY_SOCKET", None)
-        self.proc = subprocess.Popen(cmd + list(args), stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        full_env = dict(os.environ)
+        full_env.pop("NOTIFY_SOCKET", None)
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(cmd + list(args), stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
         up = wait_for(lambda: os.path.exists(self.sock) or self.proc.poll() is not None, 20)
         if not up or self.proc.poll() is not None:
             raise RuntimeError("maskd did not come up:\n" + self.log_text())
@@ -429,7 +430,44 @@ def group_control():
 def shm_header(instance):
     with open("/dev/shm/maskd." + instance, "rb") as f:
         h = f.read(128)
-    return {"magic": h[:8], "pid": struct.unpack_from("<i", h, 52)[0], "state": struct.unpack_from("<I", h, 84)[0]}
+    return {"magic": h[:8], "pid": struct.unpack_from("<i", h, 52)[0], "state": struct.unpack_from("<I", h, 84)[0],
+            "published": struct.unpack_from("<Q", h, 88)[0]}
+
+
+def notify_group():
+    """sd_notify as systemd sees it: a datagram socket in the abstract namespace."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    name = "@maskd-test-notify-%d" % os.getpid()
+    s.bind("\0" + name[1:])
+    s.settimeout(0.2)
+    with Maskd("notify", env={"NOTIFY_SOCKET": name, "WATCHDOG_USEC": "900000"}) as d:
+        msgs, ready_published = [], None
+        end = time.time() + 4
+        while time.time() < end:
+            try:
+                m = s.recv(4096).decode()
+            except socket.timeout:
+                continue
+            if m.startswith("READY=1") and ready_published is None:
+                ready_published = shm_header(d.instance)["published"]
+            msgs.append(m)
+        others = [m for m in msgs if m != "WATCHDOG=1"]
+        check(others and others[0].startswith("READY=1\nSTATUS="), "READY=1 first: %s" % others[:2])
+        check(ready_published is not None and ready_published >= 1, "READY=1 after the first published mask")
+        status = [m for m in msgs if m.startswith("STATUS=running: ") and " fps, " in m and "reader" in m]
+        check(len(status) >= 2, "STATUS= once a second: %s" % status[:2])
+        pings = msgs.count("WATCHDOG=1")
+        check(8 <= pings <= 20, "WATCHDOG=1 about every 300 ms for a 0.9 s watchdog: %d in 4 s" % pings)
+        rc, secs = d.stop()
+        check(rc == 0, "exit 0")
+        rest = []
+        try:
+            while True:
+                rest.append(s.recv(4096).decode())
+        except socket.timeout:
+            pass
+        check(any(m.startswith("STOPPING=1") for m in rest), "STOPPING=1 at SIGTERM: %s" % rest)
+    s.close()
 
 
 def group_signals():
@@ -474,6 +512,7 @@ def group_signals():
             check(rc == 0 and reply["result"]["changed"] == 0 and reply["result"]["restart_required"] == ["source.fps"],
                   "reload over the control socket: %s" % reply)
 
+        notify_group()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with Maskd("term") as d:
                 cat = subprocess.Popen([MASKCAT, "--bus", d.instance, "--timeout", "3"], stdout=subprocess.PIPE,
