@@ -2,7 +2,7 @@
 # One call on the lent GPU machine: build with CUDA, run every test suite, benchmark the kernels on the CUDA and
 # CPU backends and OpenCV on the CPU, write logs and JSON under $OUT. Needs .device/ (../shared/device/stage.sh,
 # DATA="images grabcut middlebury models reference"; the detection tests and the decode benchmark use models/ and
-# reference/darknet) carried along. Usage: bash tests/bench/device.sh [bench|test|bus|all]
+# reference/darknet; maskd uses video/otb_man) carried along. Usage: bash tests/bench/device.sh [bench|test|bus|maskd|all]
 set -uo pipefail
 what=${1:-all}
 OUT=${OUT:-/tmp/out}
@@ -24,7 +24,7 @@ meson setup build-gpu "${opts[@]}" > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.
 grep -A8 "Backends" "$OUT/setup.log"
 ninja -C build-gpu > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
 rc=0
-if [ "$what" != bench ] && [ "$what" != bus ]; then
+if [ "$what" != bench ] && [ "$what" != bus ] && [ "$what" != maskd ]; then
     meson test -C build-gpu --print-errorlogs > "$OUT/test.log" 2>&1 || rc=1
     grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
     grep -hE "CUDA device:|otsu parity|guided parity|guided: |darknet letterbox:|yolo parity|darknet reference|one class|skipping|SKIP" \
@@ -41,7 +41,13 @@ if [ "$what" = bus ] || [ "$what" = all ]; then
     build-gpu/clients/masktool bus-bench --readers 2 --frames 20000 --rate 0 --size 640x480 > "$OUT/bus_unthrottled.json" || rc=1
     python3 tests/bench/bus_report.py "$OUT"/bus_*.json | tee "$OUT/bus_report.md"
 fi
-if [ "$what" != test ] && [ "$what" != bus ]; then
+if [ "$what" = maskd ] || [ "$what" = all ]; then
+    # maskd end to end for 60 s on otb_man with the body detector, on each backend (stats as JSON and text)
+    for b in cuda cpu; do
+        bash tests/bench/maskd_run.sh build-gpu $b 60 "$OUT/maskd_$b" || rc=1
+    done
+fi
+if [ "$what" != test ] && [ "$what" != bus ] && [ "$what" != maskd ]; then
     build-gpu/clients/masktool bench all --backend cuda > "$OUT/bench_cuda.json" || rc=1
     build-gpu/clients/masktool bench all --backend cpu --runs 200 --warmup 5 > "$OUT/bench_cpu.json" || rc=1
     build-gpu/clients/masktool bench yolo-decode --backend cuda > "$OUT/bench_yolo_cuda.json" || rc=1
