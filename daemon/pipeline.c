@@ -1103,9 +1103,10 @@ int mk_pipeline_create(const mk_pipeline_opts_t *opts, const mk_config_t *cfg, m
         dc.depth = 64;
     if (!rc)
         rc = mk_decode_create(&dc, &p->dec);
-    p->nbufs = cfg->pipeline.queue_depth + 2;
-    if (!rc && !(p->bufs = calloc((size_t)p->nbufs, sizeof *p->bufs)))
+    if (!rc && !(p->bufs = calloc((size_t)cfg->pipeline.queue_depth + 2, sizeof *p->bufs)))
         rc = mk_err_set(MK_ENOMEM, "out of memory");
+    if (!rc)
+        p->nbufs = cfg->pipeline.queue_depth + 2;
     if (!rc && !(rc = mk_queue_create(cfg->pipeline.queue_depth, &p->capq)))
         rc = mk_queue_create(p->nbufs, &p->freeq);
     for (int i = 0; !rc && i < p->nbufs; i++) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """maskd end to end: the real binary (CPU backend) on the test pattern and on the shared data's otb_man clip, read
 through the frame bus (maskcat and the Python binding) and driven through the control socket (maskctl and raw
-requests) and signals. One group of tests per run: `test_maskd.py GROUP` with GROUP one of testpattern, otb,
+requests) and signals. One group of tests per run: `test_maskd.py GROUP` with GROUP one of cli, testpattern, otb,
 control, signals, idle, lost, systemd. Needs MASKD, MASKCAT, MASKCTL, MASKBUS_LIB (meson sets them); the otb and
 lost groups skip without the shared data ($MASKD_TEST_DATA, else ../shared/data beside the source root)."""
 import json
@@ -470,7 +470,8 @@ def notify_group():
     s.close()
 
 
-def group_signals():
+def group_cli():
+    """The command line: --version, --print-config, --check-config, bad options, start-up failures."""
     r = subprocess.run([MASKD, "--version"], capture_output=True, text=True)
     check(r.returncode == 0 and r.stdout.startswith("maskd "), "--version")
     r = subprocess.run([MASKD, "--print-config", "--set", "guided.radius=3", "--source", "file:/x.avi"],
@@ -480,6 +481,49 @@ def group_signals():
           and cfg.get("cut", {}).get("method") == "box", "--print-config with overrides")
     r = subprocess.run([MASKD, "--print-config", "--set", "guided.radius=300"], capture_output=True, text=True)
     check(r.returncode == 1 and "guided.radius" in r.stderr, "a bad --set is refused naming the key: %s" % r.stderr)
+    tmp = tempfile.mkdtemp(prefix="maskd-cli-")
+    try:
+        path = os.path.join(tmp, "good.json")
+        with open(path, "w") as f:
+            json.dump({"guided": {"radius": 6}, "mask.threshold": "fixed"}, f)
+        r = subprocess.run([MASKD, "--check-config", path], capture_output=True, text=True)
+        check(r.returncode == 0 and not r.stderr, "--check-config of a valid file: %s" % r.stderr)
+        r = subprocess.run([MASKD, "--config", path, "--print-config"], capture_output=True, text=True)
+        cfg = json.loads(r.stdout) if r.returncode == 0 else {}
+        check(cfg.get("guided", {}).get("radius") == 6 and cfg.get("mask", {}).get("threshold") == "fixed",
+              "--print-config shows the file's values")
+        with open(path, "w") as f:
+            f.write('{"guided": {"radius": "wide"}, "mask": {"valu": 1}}')
+        r = subprocess.run([MASKD, "--check-config", path], capture_output=True, text=True)
+        check(r.returncode == 1 and "guided.radius" in r.stderr and "mask.valu: unknown key" in r.stderr,
+              "--check-config names every bad key: %s" % r.stderr)
+        r = subprocess.run([MASKD, "--bogus-option"], capture_output=True, text=True)
+        check(r.returncode == 2 and "usage" in r.stderr, "an unknown option is a usage error")
+        r = subprocess.run([MASKD, "--instance", "../etc"], capture_output=True, text=True)
+        check(r.returncode == 2 and "instance" in r.stderr, "a bad instance name is refused")
+        # Start-up failures end with a message and exit 1 (never a crash), and leave no socket behind.
+        rundir = os.path.join(tmp, "run")
+        for args, words in ((["--set", "detect.cfg=/nonexistent/net.cfg", "--set", "detect.weights=/nonexistent/w"],
+                             ["detector", "/nonexistent/net.cfg"]),
+                            (["--set", "detect.weights=/nonexistent/w"], ["detect.cfg"]),
+                            (["--config", os.path.join(tmp, "missing.json")], ["missing.json"]),
+                            (["--set", "bus.group=nosuchgroupxyz"], ["bus.group", "nosuchgroupxyz"])):
+            r = subprocess.run([MASKD, "--instance", "t%d-fail" % os.getpid(), "--runtime-dir", rundir, "--backend",
+                                "cpu"] + args, capture_output=True, text=True, timeout=60)
+            check(r.returncode == 1 and all(w in r.stderr for w in words),
+                  "start-up failure %s: exit %d, %s" % (args, r.returncode, r.stderr.strip().splitlines()[-1:]))
+            check(not os.path.exists(os.path.join(rundir, "control.sock")), "no socket left after a failed start")
+        for suffix in ("", ".readers"):
+            try:
+                os.unlink("/dev/shm/maskd.t%d-fail%s" % (os.getpid(), suffix))
+            except FileNotFoundError:
+                pass
+    finally:
+        shutil.rmtree(tmp)
+
+
+def group_signals():
+    """SIGHUP (reload, a broken file), SIGTERM and SIGINT (exit 0 within 2 s, socket removed, bus closed), sd_notify."""
     tmp = tempfile.mkdtemp(prefix="maskd-cfg-")
     try:
         path = os.path.join(tmp, "maskd.json")
@@ -632,7 +676,7 @@ def group_systemd():
         shutil.rmtree(tmp)
 
 
-GROUPS = {"testpattern": group_testpattern, "otb": group_otb, "control": group_control, "signals": group_signals,
+GROUPS = {"cli": group_cli, "testpattern": group_testpattern, "otb": group_otb, "control": group_control, "signals": group_signals,
           "idle": group_idle, "lost": group_lost, "systemd": group_systemd}
 
 if __name__ == "__main__":
