@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """maskd end to end: the real binary (CPU backend) on the test pattern and on the shared data's otb_man clip, read
 through the frame bus (maskcat and the Python binding) and driven through the control socket (maskctl and raw
-requests) and signals. One group of tests per run: `test_maskd.py GROUP` with GROUP one of cli, testpattern, otb,
-control, signals, idle, lost, systemd. Needs MASKD, MASKCAT, MASKCTL, MASKBUS_LIB (meson sets them); the otb and
+requests) and signals. One group of tests per run: `test_maskd.py GROUP` with GROUP one of cli, testpattern, y4m,
+otb, control, signals, idle, lost, systemd. Needs MASKD, MASKCAT, MASKCTL, MASKBUS_LIB (meson sets them); the otb and
 lost groups skip without the shared data ($MASKD_TEST_DATA, else ../shared/data beside the source root)."""
 import json
 import os
@@ -282,6 +282,46 @@ def group_testpattern():
         rc, reply, err = d.ctl("set", "cut.method=ellipse")
         check(rc == 0 and d.stats()["cut"] == "ellipse", "cut.method=ellipse applied")
         check(d.alive(), "maskd alive after the control session")
+
+
+def write_y4m(path, w, h, frames):
+    """A 4:2:0 Y4M clip: a bright block (Y 200) moving over a dark background (Y 40), neutral chroma."""
+    with open(path, "wb") as f:
+        f.write(b"YUV4MPEG2 W%d H%d F25:1 Ip A1:1 C420jpeg\n" % (w, h))
+        for i in range(frames):
+            x0 = 40 + 4 * i
+            row = bytes(200 if x0 <= x < x0 + 60 else 40 for x in range(w))
+            f.write(b"FRAME\n" + b"".join(row if 30 <= y < 200 else bytes([40]) * w for y in range(h)))
+            f.write(bytes([128]) * (2 * (w // 2) * (h // 2)))
+
+
+def group_y4m():
+    """A Y4M file: delivered as YUYV, converted to RGB by the process stage (kernels op) before the cut."""
+    tmp = tempfile.mkdtemp(prefix="maskd-y4m-")
+    try:
+        clip = os.path.join(tmp, "clip.y4m")
+        write_y4m(clip, 320, 240, 20)
+        with Maskd("y4m", "--source", "file:" + clip, "--set", "bus.frame=true") as d:
+            lines, rc, err = maskcat(d.instance, 50)
+            check(rc == 0, "maskcat on a Y4M clip: %s" % err)
+            check_stream(lines, 50, 320, 240, "Y4M clip")
+            fr = read_frames(d.instance, 2)
+            if check(len(fr) == 2 and "frame" in fr[-1].planes, "Y4M: frames with the RGB plane"):
+                f = fr[-1]
+                rows = plane_rows(f, "frame")
+                i = f.frame_seq % 20
+                x_in, x_out = 40 + 4 * i + 30, 300
+                # BT.601 limited range: Y 200 -> 214, Y 40 -> 28 on each channel (neutral chroma).
+                inside, outside = rows[100][3 * x_in:3 * x_in + 3], rows[100][3 * x_out:3 * x_out + 3]
+                check(inside == bytes([214] * 3) and outside == bytes([28] * 3),
+                      "YUYV converted to RGB: %s inside, %s outside" % (list(inside), list(outside)))
+                m = plane_rows(f, "mask")
+                check(m[120][160] == 255 and m[5][5] == 0, "Y4M: the fallback box is cut")
+            st = d.stats()
+            check(st["source"]["kind"] == "y4m" and st["source"]["fps"] == 25, "Y4M source at its own rate: %s"
+                  % st["source"])
+    finally:
+        shutil.rmtree(tmp)
 
 
 def group_otb():
@@ -676,7 +716,7 @@ def group_systemd():
         shutil.rmtree(tmp)
 
 
-GROUPS = {"cli": group_cli, "testpattern": group_testpattern, "otb": group_otb, "control": group_control, "signals": group_signals,
+GROUPS = {"cli": group_cli, "testpattern": group_testpattern, "y4m": group_y4m, "otb": group_otb, "control": group_control, "signals": group_signals,
           "idle": group_idle, "lost": group_lost, "systemd": group_systemd}
 
 if __name__ == "__main__":
