@@ -472,10 +472,8 @@ static void *capture_main(void *arg)
     int backoff_ms = 0;
     while (!atomic_load(&p->stop)) {
         if (want_idle(p)) {
-            if (src) {
-                close_source(p, &src);
-                set_state(p, MK_PIPE_IDLE, "no bus reader: source closed");
-            }
+            close_source(p, &src);
+            set_state(p, MK_PIPE_IDLE, "no bus reader: source closed");
             capture_wait(p, 200, 1);
             continue;
         }
