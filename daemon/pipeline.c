@@ -693,7 +693,8 @@ static int process_frame(mk_pipeline_t *p, const mk_decoded_t *d)
             return rc;
         frame = p->dev_in;
         if (host->format == MK_FMT_YUYV) {
-            if ((rc = ensure(p, &p->dev_rgb, w, h, MK_FMT_RGB, mem)) || (rc = mk_yuyv_to_rgb(ctx, &p->dev_in, &p->dev_rgb)))
+            if ((rc = ensure(p, &p->dev_rgb, w, h, MK_FMT_RGB, mem)) ||
+                (rc = mk_yuyv_to_rgb(ctx, &p->dev_in, &p->dev_rgb)))
                 return rc;
             frame = p->dev_rgb;
         }

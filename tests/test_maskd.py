@@ -249,7 +249,8 @@ def group_testpattern():
         values = set(b for r in rows for b in r)
         check(any(0 < v < 255 for v in values), "soft mask by default (values %d..%d)" % (min(values), max(values)))
         box = mask_bbox(rows)
-        check(box is not None and box[0] >= 160 - 32 and box[2] <= 480 + 32 and box[1] >= 48 - 39 and box[3] <= 432 + 39,
+        check(box is not None and box[0] >= 160 - 32 and box[2] <= 480 + 32 and box[1] >= 48 - 39
+              and box[3] <= 432 + 39,
               "default mask inside the fallback box and its margin: %s" % (box,))
         check(rows[240][320] == 255 and rows[5][5] == 0, "default mask: 255 at the centre, 0 in the corner")
 
@@ -344,7 +345,8 @@ def group_otb():
 
     # The real body detector on the AVI, when the model is there.
     model = os.path.join(data_dir(), "models", "yolo-fastest-1.1-body")
-    cfg, weights = os.path.join(model, "yolo-fastest-1.1_body.cfg"), os.path.join(model, "yolo-fastest-1.1_body.weights")
+    cfg = os.path.join(model, "yolo-fastest-1.1_body.cfg")
+    weights = os.path.join(model, "yolo-fastest-1.1_body.weights")
     if os.path.exists(weights):
         with Maskd("det", "--source", "file:" + os.path.join(o, "man_mjpeg.avi"), "--set", "detect.cfg=" + cfg,
                    "--set", "detect.weights=" + weights) as d:
@@ -358,10 +360,12 @@ def group_otb():
                       and l["flags"] == FLAG_KEYFRAME,
                       "frame %d: one chosen person box, a keyframe mask: %s" % (l["frame_seq"], l["detections"]))
                 x = chosen[0]
-                check(60 < x["x"] + x["w"] / 2 < 200 and x["h"] > 80, "frame %d: the man's box %s" % (l["frame_seq"], x))
+                check(60 < x["x"] + x["w"] / 2 < 200 and x["h"] > 80,
+                      "frame %d: the man's box %s" % (l["frame_seq"], x))
             st = d.stats()
             check(st["model"]["status"].startswith("loaded") and st["frames"]["detector_runs"] >= 50
-                  and st["target"]["from"] == "detected", "stats with the detector: %s %s" % (st["model"], st["target"]))
+                  and st["target"]["from"] == "detected",
+                  "stats with the detector: %s %s" % (st["model"], st["target"]))
             fr = read_frames(d.instance, 2)
             if check(len(fr) == 2 and fr[-1].detections, "python reader: frames with detections"):
                 x = [y for y in fr[-1].detections if y["track_id"]][0]
@@ -590,7 +594,8 @@ def group_signals():
             d.proc.send_signal(signal.SIGHUP)
             check(wait_for(lambda: d.get("guided.radius") == 10, 10), "SIGHUP with a valid file applies it")
             check(d.get("mask.threshold") == "none", "keys the new file leaves out return to their defaults")
-            check(d.get("source.fps") == 30 and "source.fps changed; it takes effect when maskd restarts" in d.log_text(),
+            check(d.get("source.fps") == 30
+                  and "source.fps changed; it takes effect when maskd restarts" in d.log_text(),
                   "a restart-only key of the new file waits for a restart")
             rc, reply, err = d.ctl("reload")
             check(rc == 0 and reply["result"]["changed"] == 0 and reply["result"]["restart_required"] == ["source.fps"],
@@ -716,7 +721,8 @@ def group_systemd():
         shutil.rmtree(tmp)
 
 
-GROUPS = {"cli": group_cli, "testpattern": group_testpattern, "y4m": group_y4m, "otb": group_otb, "control": group_control, "signals": group_signals,
+GROUPS = {"cli": group_cli, "testpattern": group_testpattern, "y4m": group_y4m, "otb": group_otb,
+          "control": group_control, "signals": group_signals,
           "idle": group_idle, "lost": group_lost, "systemd": group_systemd}
 
 if __name__ == "__main__":
