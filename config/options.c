@@ -79,6 +79,7 @@ static int check_group(const char *s, char *what, size_t n)
 static const char *const v_backend[] = {"auto", "cpu", "cuda", NULL};
 static const char *const v_format[] = {"auto", "mjpeg", "yuyv", NULL};
 static const char *const v_letterbox[] = {"warp", "darknet", NULL};
+static const char *const v_cut[] = {"box", "ellipse", NULL};
 static const char *const v_keyframe[] = {"always", "interval", "adaptive", NULL};
 static const char *const v_thresh[] = {"none", "fixed", "otsu", NULL};
 static const char *const v_level[] = {"error", "warn", "info", "debug", "trace", NULL};
@@ -145,6 +146,10 @@ static const mk_opt_t table[] = {
     {"select.fallback", MK_OPT_RECT, F(select.fallback), "0,0,0,0", 0, DIM, NULL, LIVE, NULL,
      "The box segmented without a detector, in frame pixels; w or h 0: centred, half the frame's width and "
      "80% of its height."},
+    ENUM("cut.method", cut.method, "box", v_cut, LIVE,
+         "How the person is cut out of the chosen box: `box` (a rounded box) or `ellipse` (the ellipse inscribed "
+         "in the box), filled at the mask's resolution and refined by the guided filter so that its edges follow "
+         "the image. GrabCut arrives as a further method."),
     INT("grabcut.iterations", grabcut.iterations, "5", 1, 20, LIVE,
         "GrabCut iterations (GMM estimation and min-cut) of a keyframe."),
     INT("grabcut.roi_max_side", grabcut.roi_max_side, "320", 32, 4096, LIVE,

@@ -10,6 +10,8 @@
 #include "guided_px.h"
 #include "letterbox.h"
 #include "mask.h"
+#include "shape.h"
+#include "shape_px.h"
 #include "threshold.h"
 #include "yolo.h"
 #include "yuyv.h"
@@ -40,6 +42,8 @@ MK_OP(mk_mask_compose, (mk_ctx_t *ctx, const mk_image_t *soft, mk_image_t *dst, 
 MK_OP(mk_guided_upsample, (mk_ctx_t *ctx, const mk_image_t *guide, const mk_image_t *mask, mk_image_t *dst,
                            const mk_guided_plan_t *pl, const mk_mask_t *m))
 MK_OP(mk_yuyv_to_rgb, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst))
+/* The rounded box of a checked plan, written over the whole of dst (u8 or f32 gray). */
+MK_OP(mk_shape_fill, (mk_ctx_t *ctx, mk_image_t *dst, const mk_rbox_plan_t *p))
 
 #undef MK_OP
 

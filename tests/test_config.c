@@ -92,11 +92,11 @@ static void test_table(void **state)
         "source.spec", "source.size", "source.fps", "source.format", "source.loop", "source.realtime", "backend",
         "detect.cfg", "detect.weights", "detect.names", "detect.thresh", "detect.nms", "detect.classes",
         "detect.letterbox", "detect.fp16", "detect.every_n", "select.min_score", "select.prefer_previous",
-        "select.margin", "select.hold_frames", "select.fallback", "grabcut.iterations", "grabcut.roi_max_side",
-        "grabcut.keyframe", "guided.radius", "guided.eps", "guided.scale", "mask.threshold", "mask.value",
-        "mask.feather", "mask.alpha", "bus.slots", "bus.mode", "bus.group", "bus.frame", "pipeline.queue_depth",
-        "pipeline.decode_threads", "idle.enable", "idle.timeout_s", "control.max_clients",
-        "control.max_line_bytes", "log.level"};
+        "select.margin", "select.hold_frames", "select.fallback", "cut.method", "grabcut.iterations",
+        "grabcut.roi_max_side", "grabcut.keyframe", "guided.radius", "guided.eps", "guided.scale",
+        "mask.threshold", "mask.value", "mask.feather", "mask.alpha", "bus.slots", "bus.mode", "bus.group",
+        "bus.frame", "pipeline.queue_depth", "pipeline.decode_threads", "idle.enable", "idle.timeout_s",
+        "control.max_clients", "control.max_line_bytes", "log.level"};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         assert_non_null(mk_options_find(required[i]));
     assert_int_equal(def.control.max_clients, 64);
@@ -431,7 +431,7 @@ static void test_round_trip(void **state)
         assert_non_null(s);
         cJSON *j = cJSON_Parse(s);
         assert_non_null(j);
-        assert_int_equal(cJSON_GetArraySize(j), flat ? mk_options_count() : 12); /* 11 sections + backend */
+        assert_int_equal(cJSON_GetArraySize(j), flat ? mk_options_count() : 13); /* 12 sections + backend */
         mk_config_txn_t *t = mk_config_txn_new(&def, MK_CFG_TXN_WHOLE);
         TU_OK(mk_config_txn_load_json(t, j));
         assert_int_equal(mk_config_txn_nerrors(t), 0);

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "letterbox.h"
+#include "shape.h"
 #include "threshold.h"
 #include "yuyv.h"
 
@@ -282,6 +283,44 @@ static void test_yuyv_random(void **state)
     }
 }
 
+/* ---- rounded-box fill ------------------------------------------------------------------------------------- */
+
+static void test_shape_random(void **state)
+{
+    (void)state;
+    tu_rng_t r = {777};
+    for (int i = 0; i < 120; i++) {
+        int w = i < 2 ? (int[]){1, 1920}[i] : tu_rand_int(&r, 1, 500);
+        int h = i < 2 ? (int[]){1, 1080}[i] : tu_rand_int(&r, 1, 400);
+        mk_dtype_t dt = i % 2 ? MK_F32 : MK_U8;
+        /* Edges on fractions of a pixel (thirds: never exact in binary) and ellipses, boxes partly outside. */
+        float x = (float)tu_rand_int(&r, -3 * w, 9 * w) / 6, y = (float)tu_rand_int(&r, -3 * h, 9 * h) / 6;
+        float bw = (float)tu_rand_int(&r, 0, 6 * w) / 3, bh = (float)tu_rand_int(&r, 0, 6 * h) / 3;
+        float fx = (float)tu_rand_int(&r, 0, 100) / 100, fy = (float)tu_rand_int(&r, 0, 100) / 100;
+        if (i % 3 == 0)
+            fx = fy = 1;
+        mk_rbox_t b = mk_rbox_make(x, y, bw, bh, fx, fy);
+        size_t de = (size_t)tu_rand_int(&r, 0, 10) * mk_dtype_size(dt);
+        mk_image_t ref = mk_image_desc(w, h, MK_FMT_GRAY, dt);
+        TU_OK(mk_image_alloc(NULL, &ref, MK_MEM_HOST));
+        TU_OK(mk_shape_fill(cpu, &ref, &b));
+        char what[160];
+        snprintf(what, sizeof what, "shape %d: %dx%d %s (+%zu), box %g,%g %gx%g round %g,%g", i, w, h,
+                 mk_dtype_name(dt), de, x, y, bw, bh, fx, fy);
+        for (int k = 0; k < 2; k++) {
+            tu_dev_guard_t g;
+            tu_dev_guard_alloc(gpu, &g, mk_image_desc(w, h, MK_FMT_GRAY, dt), de, poisons[k]);
+            TU_OK(mk_shape_fill(gpu, &g.img, &b));
+            TU_OK(mk_ctx_sync(gpu));
+            mk_image_t got = tu_dev_guard_check(gpu, &g, poisons[k], what);
+            assert_same(&ref, &got, what);
+            mk_image_free(NULL, &got);
+            tu_dev_guard_free(gpu, &g);
+        }
+        mk_image_free(NULL, &ref);
+    }
+}
+
 /* Bad input on the CUDA backend: errors, not crashes; host images are refused. */
 static void test_cuda_bad_input(void **state)
 {
@@ -296,6 +335,8 @@ static void test_cuda_bad_input(void **state)
     mk_image_t y = tu_random_image(3, 8, 8, MK_FMT_YUYV), rgb = mk_image_desc(8, 8, MK_FMT_RGB, MK_U8);
     TU_OK(mk_image_alloc(gpu, &rgb, MK_MEM_DEVICE));
     assert_int_equal(mk_yuyv_to_rgb(gpu, &y, &rgb), MK_EINVAL);
+    mk_rbox_t box = {1, 1, 5, 5, 2, 2};
+    assert_int_equal(mk_shape_fill(gpu, &g, &box), MK_EINVAL);
     mk_image_free(gpu, &rgb);
     mk_image_free(NULL, &y);
     mk_image_t huge = mk_image_desc(MK_IMAGE_MAX_DIM + 1, 1, MK_FMT_GRAY, MK_U8);
@@ -314,7 +355,8 @@ int main(void)
         cmocka_unit_test(test_letterbox_fixed), cmocka_unit_test(test_letterbox_random),
         cmocka_unit_test(test_threshold_random), cmocka_unit_test(test_histogram),
         cmocka_unit_test(test_otsu_sets),       cmocka_unit_test(test_otsu_repeated),
-        cmocka_unit_test(test_yuyv_random),     cmocka_unit_test(test_cuda_bad_input),
+        cmocka_unit_test(test_yuyv_random),     cmocka_unit_test(test_shape_random),
+        cmocka_unit_test(test_cuda_bad_input),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mk_ctx_destroy(cpu);

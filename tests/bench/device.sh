@@ -2,7 +2,8 @@
 # One call on the lent GPU machine: build with CUDA, run every test suite, benchmark the kernels on the CUDA and
 # CPU backends and OpenCV on the CPU, write logs and JSON under $OUT. Needs .device/ (../shared/device/stage.sh,
 # DATA="images grabcut middlebury models reference"; the detection tests and the decode benchmark use models/ and
-# reference/darknet) carried along. Usage: bash tests/bench/device.sh [bench|test|bus|detect|all]
+# reference/darknet; maskd uses video/otb_man) carried along.
+# Usage: bash tests/bench/device.sh [bench|test|bus|detect|maskd|all]
 # (detect: only the Darknet forward-pass benchmarks; they need DATA to include models.)
 set -uo pipefail
 what=${1:-all}
@@ -73,6 +74,12 @@ for path in sys.argv[1:]:
     print(f"| {d['cfg'].split('/')[-1]} | {d['net']} | {d['precision']} | {g['median_us']} | {g['p99_us']} | "
           f"{g['pipelined_us']} | {l['median_us']} | {g['achieved_TFLOPs']} | {g['device_memory_bytes'] / 1e6:.0f} |")
 PY
+fi
+if [ "$what" = maskd ] || [ "$what" = all ]; then
+    # maskd end to end for 60 s on otb_man with the body detector, on each backend (stats as JSON and text)
+    for b in cuda cpu; do
+        bash tests/bench/maskd_run.sh build-gpu $b 60 "$OUT/maskd_$b" || rc=1
+    done
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
     build-gpu/clients/masktool bench all --backend cuda > "$OUT/bench_cuda.json" || rc=1
