@@ -18,6 +18,11 @@ int mt_source_image(const char *path, mk_format_t format, int w, int h, mk_image
 /* Prints a JSON document to stdout (indented or on one line) and deletes it. */
 void mt_print_json(cJSON *doc, int pretty);
 
+/* Times `once(arg)` on ctx, each call synchronised (µs): `warmup` calls, then `runs` calls into t[]; then `npipe`
+ * calls of `pipelined(arg)`, which queues `per_pipe` calls back to back, into pipe[] as µs per call. */
+int mt_time_op(mk_ctx_t *ctx, int (*once)(void *), int (*pipelined)(void *), void *arg, int warmup, int runs,
+               double *t, double *pipe, int npipe, int per_pipe);
+
 int mt_bench(int argc, char **argv);
 int mt_detect(int argc, char **argv);
 int mt_bus_bench(int argc, char **argv);

@@ -47,6 +47,23 @@ static int run_once(void *arg)
 /* PIPELINE calls back to back: the device never waits for the host, so launch latency is hidden. */
 enum { PIPELINE = 20, PIPELINE_REPS = 50 };
 
+int mt_time_op(mk_ctx_t *ctx, int (*once)(void *), int (*pipelined)(void *), void *arg, int warmup, int runs,
+               double *t, double *pipe, int npipe, int per_pipe)
+{
+    int rc = mk_ctx_sync(ctx);
+    for (int i = 0; i < warmup && !rc; i++) {
+        double us;
+        rc = mk_ctx_time_us(ctx, once, arg, &us);
+    }
+    for (int i = 0; i < runs && !rc; i++)
+        rc = mk_ctx_time_us(ctx, once, arg, &t[i]);
+    for (int i = 0; i < npipe && !rc; i++) {
+        rc = mk_ctx_time_us(ctx, pipelined, arg, &pipe[i]);
+        pipe[i] /= per_pipe;
+    }
+    return rc;
+}
+
 static int run_pipelined(void *arg)
 {
     int rc = 0;
@@ -148,19 +165,9 @@ static int bench_one(mk_ctx_t *ctx, int op, mk_letterbox_mode_t mode, int yuyv, 
         if (!(rc = mk_image_alloc(ctx, &r.src[i], mk_ctx_mem(ctx))) && !(rc = mk_image_upload(ctx, &r.src[i], &src_h)))
             rc = mk_image_alloc(ctx, &r.dst[i], mk_ctx_mem(ctx));
     }
-    if (!rc)
-        rc = mk_ctx_sync(ctx);
-    for (int i = 0; i < warmup && !rc; i++) {
-        double us;
-        rc = mk_ctx_time_us(ctx, run_once, &r, &us);
-    }
-    for (int i = 0; i < runs && !rc; i++)
-        rc = mk_ctx_time_us(ctx, run_once, &r, &t[i]);
     double pipe[PIPELINE_REPS];
-    for (int i = 0; i < PIPELINE_REPS && !rc; i++) {
-        rc = mk_ctx_time_us(ctx, run_pipelined, &r, &pipe[i]);
-        pipe[i] /= PIPELINE;
-    }
+    if (!rc)
+        rc = mt_time_op(ctx, run_once, run_pipelined, &r, warmup, runs, t, pipe, PIPELINE_REPS, PIPELINE);
     if (!rc) {
         qsort(pipe, PIPELINE_REPS, sizeof pipe[0], cmp_double);
         qsort(t, (size_t)runs, sizeof *t, cmp_double);
@@ -298,17 +305,8 @@ static int bench_guided_one(mk_ctx_t *ctx, const mk_image_t *guide_h, const mk_i
             rc = mk_image_alloc(ctx, &r.dst[i], mk_ctx_mem(ctx));
     }
     if (!rc)
-        rc = mk_ctx_sync(ctx);
-    for (int i = 0; i < warmup && !rc; i++) {
-        double us;
-        rc = mk_ctx_time_us(ctx, guided_once, &r, &us);
-    }
-    for (int i = 0; i < runs && !rc; i++)
-        rc = mk_ctx_time_us(ctx, guided_once, &r, &t[i]);
-    for (int i = 0; i < PIPELINE_REPS && !rc && cuda; i++) {
-        rc = mk_ctx_time_us(ctx, guided_pipelined, &r, &pipe[i]);
-        pipe[i] /= PIPELINE;
-    }
+        rc = mt_time_op(ctx, guided_once, guided_pipelined, &r, warmup, runs, t, pipe, cuda ? PIPELINE_REPS : 0,
+                        PIPELINE);
     if (!rc) {
         qsort(t, (size_t)runs, sizeof *t, cmp_double);
         if (cuda)

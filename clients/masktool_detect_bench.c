@@ -95,16 +95,9 @@ static int bench_variant(mk_ctx_t *ctx, const bench_args_t *a, const mk_image_t 
             rc = mk_letterbox(ctx, &src, &input, MK_LETTERBOX_DARKNET, NULL);
     }
     fwd_t f = {net, &input};
-    for (int i = 0; i < a->warmup && !rc; i++) {
-        double us;
-        rc = mk_ctx_time_us(ctx, forward_once, &f, &us);
-    }
-    for (int i = 0; i < a->runs && !rc; i++)
-        rc = mk_ctx_time_us(ctx, forward_once, &f, &t[i]);
-    for (int i = 0; i < PIPELINE_REPS && cuda && !rc; i++) {
-        rc = mk_ctx_time_us(ctx, forward_pipelined, &f, &pipe[i]);
-        pipe[i] /= PIPELINE;
-    }
+    if (!rc)
+        rc = mt_time_op(ctx, forward_once, forward_pipelined, &f, a->warmup, a->runs, t, pipe,
+                        cuda ? PIPELINE_REPS : 0, PIPELINE);
     if (!rc) {
         qsort(t, (size_t)a->runs, sizeof *t, cmp_double);
         qsort(pipe, PIPELINE_REPS, sizeof pipe[0], cmp_double);
