@@ -297,6 +297,14 @@ int main(int argc, char **argv)
             }
             continue;
         }
+        if (rc == MASKBUS_SOURCE_CHANGED) {
+            maskbus_status_t st;
+            maskbus_reader_status(r, &st);
+            if (!quiet)
+                fprintf(meta, "{\"event\":\"source\",\"state\":\"%s\"}\n", maskbus_source_state_name(st.source_state));
+            fflush(meta);
+            continue;
+        }
         if (rc == MASKBUS_WRITER_GONE || rc == MASKBUS_WRITER_RESTARTED) {
             maskbus_status_t st;
             maskbus_reader_status(r, &st);

@@ -85,7 +85,7 @@ static int reader_main(const char *instance, uint64_t max_frames, int fd)
             s.gone++;
             break;
         }
-        if (rc == MASKBUS_TIMEOUT || rc == MASKBUS_WRITER_RESTARTED)
+        if (rc == MASKBUS_TIMEOUT || rc == MASKBUS_WRITER_RESTARTED || rc == MASKBUS_SOURCE_CHANGED)
             continue;
         if (rc != MASKBUS_FRAME) {
             s.errors++;

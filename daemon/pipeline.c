@@ -907,6 +907,14 @@ static void boundary(mk_pipeline_t *p)
 {
     if (p->control)
         mk_control_apply_pending(p->control);
+    /* the source's state on the bus too, so that readers know why frames stop (only this thread touches the bus) */
+    static const uint32_t bus_state[] = {
+        [MK_PIPE_STARTING] = MASKBUS_SOURCE_UNKNOWN, [MK_PIPE_RUNNING] = MASKBUS_SOURCE_STREAMING,
+        [MK_PIPE_IDLE] = MASKBUS_SOURCE_IDLE,        [MK_PIPE_SOURCE_LOST] = MASKBUS_SOURCE_LOST,
+        [MK_PIPE_ENDED] = MASKBUS_SOURCE_ENDED,      [MK_PIPE_STOPPING] = MASKBUS_SOURCE_UNKNOWN};
+    mk_pipe_state_t now_state = mk_pipeline_state(p);
+    if ((unsigned)now_state < sizeof bus_state / sizeof bus_state[0] && now_state != MK_PIPE_STOPPING)
+        maskbus_writer_set_source_state(p->bus, bus_state[now_state]);
     take_apply(p);
     mk_notify_watchdog(p->notify);
     uint64_t now = now_ns();

@@ -60,6 +60,7 @@ const char *maskbus_strerror(int code)
     case MASKBUS_TIMEOUT: return "timeout";
     case MASKBUS_WRITER_GONE: return "writer gone";
     case MASKBUS_WRITER_RESTARTED: return "writer restarted";
+    case MASKBUS_SOURCE_CHANGED: return "source state changed";
     case MASKBUS_EINVAL: return "invalid argument";
     case MASKBUS_ENOENT: return "no such bus";
     case MASKBUS_EACCES: return "permission denied";
@@ -542,6 +543,7 @@ int maskbus_writer_open(const char *instance, const maskbus_writer_opts_t *opts_
     STORE_RLX(&h->heartbeat_period_ns, w->period_ns);
     STORE_RLX(&h->heartbeat_ns, now);
     STORE_RLX(&h->start_ns, now);
+    STORE_RLX(&h->source_state, (uint32_t)MASKBUS_SOURCE_UNKNOWN);
     STORE_RLX(&h->writer_pid, (int32_t)getpid());
     STORE_RLX(&h->writer_epoch, w->epoch);
     STORE_REL(&h->state, (uint32_t)MASKBUS_STATE_RUNNING);
@@ -556,6 +558,29 @@ int maskbus_writer_open(const char *instance, const maskbus_writer_opts_t *opts_
 fail:
     maskbus_writer_close(w, 0);
     return rc;
+}
+
+const char *maskbus_source_state_name(uint32_t state)
+{
+    static const char *const names[] = {"unknown", "streaming", "lost", "idle", "ended"};
+    return state < sizeof names / sizeof names[0] ? names[state] : "unknown";
+}
+
+int maskbus_writer_set_source_state(maskbus_writer_t *w, uint32_t state)
+{
+    if (!w || !w->hdr || state > MASKBUS_SOURCE_ENDED) {
+        if (w)
+            set_err(w->err, sizeof(w->err), "source state %u is not a MASKBUS_SOURCE_* value", state);
+        return MASKBUS_EINVAL;
+    }
+    maskbus_header_t *h = w->hdr;
+    if (LOAD_RLX(&h->source_state) == state)
+        return MASKBUS_OK;
+    STORE_REL(&h->source_state, state);
+    STORE_REL(&h->heartbeat_ns, maskbus_now_ns());
+    __atomic_add_fetch(&h->futex, 1u, __ATOMIC_RELEASE);
+    futex_wake_all(&h->futex);
+    return MASKBUS_OK;
 }
 
 int maskbus_writer_heartbeat(maskbus_writer_t *w)
@@ -751,6 +776,7 @@ struct maskbus_reader {
     uint64_t epoch;         /* the writer epoch this reader follows */
     uint64_t last_seq;      /* publish_seq of the last frame returned */
     uint64_t open_count;    /* publish_count when the reader attached: frames after it count as missed */
+    uint32_t source_state;  /* the writer's source state last reported to the caller */
     int gone_reported;      /* WRITER_GONE already returned for the current writer */
     uint64_t torn_retries;
     uint64_t remaps;
@@ -905,6 +931,7 @@ int maskbus_reader_open(const char *instance, const maskbus_reader_opts_t *opts,
     }
     r->epoch = LOAD_ACQ(&r->hdr->writer_epoch);
     r->open_count = LOAD_ACQ(&r->hdr->publish_count);
+    r->source_state = LOAD_ACQ(&r->hdr->source_state);
     if (!writer_alive(r->hdr, maskbus_now_ns(), NULL))
         r->last_seq = r->open_count; /* a dead writer's last frame is stale: not delivered */
     reader_register(r);
@@ -1096,6 +1123,11 @@ int maskbus_reader_next(maskbus_reader_t *r, int timeout_ms, maskbus_frame_t *f)
             r->gone_reported = 0;
             return MASKBUS_WRITER_RESTARTED;
         }
+        uint32_t src = LOAD_ACQ(&h->source_state);
+        if (alive && src != r->source_state) {
+            r->source_state = src;
+            return MASKBUS_SOURCE_CHANGED;
+        }
         /* frames first: what a writer published before it died is still delivered, then its death */
         uint64_t pc = LOAD_ACQ(&h->publish_count);
         if (pc > r->last_seq) {
@@ -1186,6 +1218,7 @@ int maskbus_reader_status(maskbus_reader_t *r, maskbus_status_t *st)
     st->publish_count = LOAD_ACQ(&h->publish_count);
     st->torn_retries = r->torn_retries;
     st->remaps = r->remaps;
+    st->source_state = LOAD_ACQ(&h->source_state);
     return MASKBUS_OK;
 }
 

@@ -26,6 +26,7 @@ enum {
     MASKBUS_TIMEOUT = 2,          /* no new frame within the timeout; the writer lives */
     MASKBUS_WRITER_GONE = 3,      /* the writer died or closed the bus; keep calling to wait for a new one */
     MASKBUS_WRITER_RESTARTED = 4, /* a new writer attached (epoch changed); the next call returns its frames */
+    MASKBUS_SOURCE_CHANGED = 5,   /* the writer's source changed state (maskbus_reader_status: source_state) */
     MASKBUS_EINVAL = -1,          /* bad argument */
     MASKBUS_ENOENT = -2,          /* no bus of that name */
     MASKBUS_EACCES = -3,          /* permission denied */
@@ -88,6 +89,9 @@ int maskbus_writer_publish(maskbus_writer_t *w, const maskbus_frame_in_t *frame)
 /* Refresh the heartbeat; call at least every heartbeat period when no frames are published. */
 int maskbus_writer_heartbeat(maskbus_writer_t *w);
 
+/* Say what the frame source is doing (MASKBUS_SOURCE_*); readers are woken and told when it changes. */
+int maskbus_writer_set_source_state(maskbus_writer_t *w, uint32_t state);
+
 /* Registered readers: live (woke within the last 4 heartbeat periods), stalled (registered, process exists, silent
  * longer). Dead readers' entries are freed on the way. Either pointer may be NULL. */
 int maskbus_writer_readers(maskbus_writer_t *w, unsigned *live, unsigned *stalled);
@@ -140,7 +144,7 @@ int maskbus_reader_open(const char *instance, const maskbus_reader_opts_t *opts,
 /* Wait up to timeout_ms (-1 = forever) for a frame newer than the last one returned and read the newest.
  * Returns MASKBUS_FRAME (frame filled), MASKBUS_TIMEOUT, MASKBUS_WRITER_GONE (reported once per death; the reader
  * keeps watching the name, and picks up a restarted writer by itself), MASKBUS_WRITER_RESTARTED (reported once per
- * new epoch), or a negative error. A frame already published when the reader opened counts as new, unless the
+ * new epoch), MASKBUS_SOURCE_CHANGED (reported once per change of the writer's source state), or a negative error. A frame already published when the reader opened counts as new, unless the
  * writer was dead or closed then (its last frame is stale; the first call reports MASKBUS_WRITER_GONE). */
 int maskbus_reader_next(maskbus_reader_t *r, int timeout_ms, maskbus_frame_t *frame);
 
@@ -157,7 +161,11 @@ typedef struct maskbus_status {
     uint64_t publish_count;
     uint64_t torn_retries; /* reads this reader had to repeat because the writer overwrote the slot */
     uint64_t remaps;       /* times the reader followed a grown object */
+    uint32_t source_state; /* MASKBUS_SOURCE_* as the writer last said it */
 } maskbus_status_t;
+
+/* "streaming", "lost", "idle", "ended" or "unknown". */
+const char *maskbus_source_state_name(uint32_t state);
 
 int maskbus_reader_status(maskbus_reader_t *r, maskbus_status_t *st);
 const char *maskbus_reader_error(const maskbus_reader_t *r);

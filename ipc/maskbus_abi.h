@@ -30,6 +30,8 @@
  *    heartbeat_ns is older than 2 periods, or when writer_pid no longer exists and heartbeat_ns is older than one
  *    period. A writer that restarts reattaches to the same objects and chooses a new writer_epoch; readers notice the
  *    change and carry on. A clean shutdown sets state to MASKBUS_STATE_CLOSED and writer_pid to 0.
+ *  - Source state: the writer sets source_state, increments futex and wakes the readers whenever its frame source
+ *    changes state; readers report each change once.
  *  - Geometry: each slot describes its own planes, so frames of a new size need no layout change as long as they fit
  *    in slot_size. When they do not, the writer makes layout_gen odd, grows the object (never shrinks it), rewrites
  *    slot_size and total_size, and makes layout_gen even. Readers remap when total_size exceeds their mapping.
@@ -74,6 +76,15 @@ enum {
 /* maskbus_header_t.state */
 enum { MASKBUS_STATE_EMPTY = 0, MASKBUS_STATE_RUNNING = 1, MASKBUS_STATE_CLOSED = 2 };
 
+/* maskbus_header_t.source_state: why frames come or do not (a camera unplugged: LOST, no frames, heartbeats go on) */
+enum {
+    MASKBUS_SOURCE_UNKNOWN = 0,   /* not said (a writer that does not report it) */
+    MASKBUS_SOURCE_STREAMING = 1, /* frames are coming */
+    MASKBUS_SOURCE_LOST = 2,      /* the source vanished (camera unplugged, file gone); the writer retries */
+    MASKBUS_SOURCE_IDLE = 3,      /* the writer closed its source on purpose (no readers) */
+    MASKBUS_SOURCE_ENDED = 4      /* the source ended (a file without looping) */
+};
+
 /* maskbus_slot_t.flags */
 enum {
     MASKBUS_FLAG_KEYFRAME = 1u << 0,  /* the mask came from a full segmentation, not a tracked update */
@@ -106,7 +117,8 @@ typedef struct maskbus_header {
     uint64_t create_ns;           /* 112  when the object was created */
     uint64_t start_ns;            /* 120  when the current writer attached */
     uint32_t publishing;          /* 128  1 + the slot being filled while a publish is in progress, else 0 */
-    uint8_t reserved[124];        /* 132  zero */
+    uint32_t source_state;        /* 132  MASKBUS_SOURCE_*: what the writer's frame source is doing */
+    uint8_t reserved[120];        /* 136  zero */
 } maskbus_header_t;
 
 /* One plane of a slot. 32 bytes. */
@@ -173,6 +185,7 @@ _Static_assert(__builtin_offsetof(maskbus_header_t, futex) == 80, "futex offset"
 _Static_assert(__builtin_offsetof(maskbus_header_t, publish_count) == 88, "publish_count offset");
 _Static_assert(__builtin_offsetof(maskbus_header_t, latest_slot) == 96, "latest_slot offset");
 _Static_assert(__builtin_offsetof(maskbus_header_t, publishing) == 128, "publishing offset");
+_Static_assert(__builtin_offsetof(maskbus_header_t, source_state) == 132, "source_state offset");
 _Static_assert(sizeof(maskbus_plane_t) == 32, "plane size");
 _Static_assert(sizeof(maskbus_detection_t) == 32, "detection size");
 _Static_assert(__builtin_offsetof(maskbus_slot_t, plane) == 128, "slot plane offset");

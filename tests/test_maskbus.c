@@ -111,6 +111,8 @@ static void reader_loop(const reader_job_t *job, reader_report_t *rep)
             rep->restarted++;
             continue;
         }
+        if (rc == MASKBUS_SOURCE_CHANGED)
+            continue;
         if (rc != MASKBUS_FRAME) {
             if (rc < 0)
                 rep->errors++;
@@ -729,6 +731,38 @@ static void test_dead_reader_entry(void **state)
     maskbus_writer_close(w, 1);
 }
 
+/* The writer's source state reaches readers once per change, before the frames that follow it. */
+static void test_source_state(void **state)
+{
+    (void)state;
+    const char *name = bus("source");
+    maskbus_writer_t *w = open_writer(name, 32, 32, 1, 100);
+    maskbus_reader_t *r = open_reader(name, 0);
+    maskbus_frame_t f;
+    maskbus_status_t st;
+    assert_int_equal(maskbus_reader_next(r, 20, &f), MASKBUS_TIMEOUT);
+    assert_int_equal(maskbus_writer_set_source_state(w, MASKBUS_SOURCE_LOST), MASKBUS_OK);
+    assert_int_equal(maskbus_reader_next(r, 100, &f), MASKBUS_SOURCE_CHANGED);
+    maskbus_reader_status(r, &st);
+    assert_int_equal(st.source_state, MASKBUS_SOURCE_LOST);
+    assert_string_equal(maskbus_source_state_name(st.source_state), "lost");
+    assert_int_equal(maskbus_writer_set_source_state(w, MASKBUS_SOURCE_LOST), MASKBUS_OK); /* no change, no event */
+    assert_int_equal(maskbus_reader_next(r, 20, &f), MASKBUS_TIMEOUT);
+    maskbus_pattern_t p;
+    assert_int_equal(maskbus_pattern_alloc(&p, 32, 32, 1), 0);
+    assert_int_equal(maskbus_writer_set_source_state(w, MASKBUS_SOURCE_STREAMING), MASKBUS_OK);
+    publish_pattern(w, &p, 1);
+    assert_int_equal(maskbus_reader_next(r, 100, &f), MASKBUS_SOURCE_CHANGED);
+    maskbus_reader_status(r, &st);
+    assert_int_equal(st.source_state, MASKBUS_SOURCE_STREAMING);
+    assert_int_equal(maskbus_reader_next(r, 100, &f), MASKBUS_FRAME);
+    assert_int_equal(f.frame_seq, 1);
+    assert_int_equal(maskbus_writer_set_source_state(w, 99), MASKBUS_EINVAL);
+    maskbus_pattern_free(&p);
+    maskbus_reader_close(r);
+    maskbus_writer_close(w, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -741,6 +775,7 @@ int main(void)
         cmocka_unit_test(test_geometry_change),
         cmocka_unit_test(test_writer_death_and_restart),
         cmocka_unit_test(test_dead_reader_entry),
+        cmocka_unit_test(test_source_state),
         cmocka_unit_test(test_stress_no_torn_reads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

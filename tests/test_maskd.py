@@ -647,6 +647,16 @@ def group_idle():
         sub.close()
 
 
+def bus_event(bus, kind, timeout=10):
+    """Read the bus until the event `kind` (frames and other events skipped); whether it came in time."""
+    end = time.time() + timeout
+    while time.time() < end:
+        x = bus.next(timeout=1)
+        if isinstance(x, maskbus.Event) and x.kind == kind:
+            return True
+    return False
+
+
 def group_lost():
     o = otb()
     if not o:
@@ -664,8 +674,10 @@ def group_lost():
             check(rc == 0 and len(lines) == 10, "frames before the loss")
             sub = Client(d.sock)
             sub.request({"id": 1, "cmd": "subscribe", "args": ["state"]})
+            bus = maskbus.Reader(d.instance)
             os.rename(src, away)
             check(d.wait_state("source-lost", 10), "the source is lost when its files vanish")
+            check(bus_event(bus, "source_lost"), "a bus reader is told the source is lost")
             st = d.stats()
             check(st["source"]["lost"] >= 1 and st["state_reason"], "stats: lost %s (%s)"
                   % (st["source"]["lost"], st["state_reason"]))
@@ -673,6 +685,8 @@ def group_lost():
             check(d.alive() and d.stats()["state"] == "source-lost", "maskd waits for the source")
             os.rename(away, src)
             check(d.wait_state("running", 10), "the source comes back without a restart")
+            check(bus_event(bus, "source_streaming"), "a bus reader is told the source streams again")
+            bus.close()
             lines, rc, err = maskcat(d.instance, 10)
             check(rc == 0 and len(lines) == 10, "frames after the source came back")
             states = []

@@ -25,7 +25,8 @@ MAX_PLANES = 4
 MAX_DETECTIONS = 32
 PLANE_NAMES = ("mask", "alpha", "frame", "disp")
 
-_FRAME, _TIMEOUT, _GONE, _RESTARTED = 1, 2, 3, 4
+_FRAME, _TIMEOUT, _GONE, _RESTARTED, _SOURCE = 1, 2, 3, 4, 5
+SOURCE_STATES = ("unknown", "streaming", "lost", "idle", "ended")
 
 _u32, _u64, _i32, _f32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int32, ctypes.c_float
 
@@ -57,7 +58,8 @@ class _Opts(ctypes.Structure):  # maskbus_reader_opts_t
 
 class _Status(ctypes.Structure):  # maskbus_status_t
     _fields_ = [("writer_alive", ctypes.c_int), ("writer_pid", _i32), ("writer_epoch", _u64),
-                ("heartbeat_age_ns", _u64), ("publish_count", _u64), ("torn_retries", _u64), ("remaps", _u64)]
+                ("heartbeat_age_ns", _u64), ("publish_count", _u64), ("torn_retries", _u64), ("remaps", _u64),
+                ("source_state", _u32)]
 
 
 class MaskbusError(OSError):
@@ -126,7 +128,8 @@ class Frame:
 
 
 class Event:
-    """Not a frame: kind is "writer_gone" or "writer_restarted"."""
+    """Not a frame: kind is "writer_gone", "writer_restarted" or "source_STATE" (source_lost, source_streaming,
+    source_idle, source_ended: the writer's camera or file changed state)."""
 
     def __init__(self, kind):
         self.kind = kind
@@ -162,6 +165,9 @@ class Reader:
             return Event("writer_gone")
         if rc == _RESTARTED:
             return Event("writer_restarted")
+        if rc == _SOURCE:
+            st = self.status()["source_state"]
+            return Event("source_" + (SOURCE_STATES[st] if st < len(SOURCE_STATES) else "unknown"))
         raise MaskbusError(rc, self._lib.maskbus_reader_error(self._h).decode(errors="replace"))
 
     def frames(self, timeout=None):
