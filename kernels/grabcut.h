@@ -7,9 +7,10 @@
  *     a rectangle initialises outside = BGD, inside = PR_FGD.
  *   - two GMMs (background: BGD and PR_BGD pixels; foreground: FGD and PR_FGD), K full-covariance components each
  *     (K <= MK_GC_MAX_K, default 5); a component's covariance gets 0.01 added to its diagonal when its determinant
- *     is <= DBL_EPSILON; weight = samples / all samples of that GMM.
+ *     is <= 1e-6; weight = samples / all samples of that GMM.
  *   - initialisation: k-means with K centres on each sample set (seeding: k-means++ D^2 sampling driven by
- *     splitmix64 of (seed, draw counter) (grabcut_px.h), exact in integers; 10 Lloyd iterations), then the GMMs learnt from the k-means labels.
+ *     mk_gc_rand() of grabcut_px.h, exact in integers; 10 Lloyd iterations), then the GMMs learnt from the
+ *     k-means labels.
  *   - beta = 1 / (2 * mean ||I_p - I_q||^2) over all 8-neighbour pairs of the whole image (0 when that mean is
  *     0); N-link weight between p and q: gamma / dist(p, q) * exp(-beta ||I_p - I_q||^2), dist 1 or sqrt(2).
  *   - T-links: for PR_* pixels  source = -log P_bgd(I_p), sink = -log P_fgd(I_p);  BGD: source 0, sink lambda;
