@@ -6,6 +6,7 @@
 
 #include "ctx_internal.h"
 #include "darknet.h"
+#include "grabcut.h"
 #include "guided.h"
 #include "guided_px.h"
 #include "letterbox.h"
@@ -44,6 +45,14 @@ MK_OP(mk_guided_upsample, (mk_ctx_t *ctx, const mk_image_t *guide, const mk_imag
 MK_OP(mk_yuyv_to_rgb, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst))
 /* The rounded box of a checked plan, written over the whole of dst (u8 or f32 gray). */
 MK_OP(mk_shape_fill, (mk_ctx_t *ctx, mk_image_t *dst, const mk_rbox_plan_t *p))
+/* GrabCut (grabcut.h); the dispatch layer has checked the images, the parameters and the graph's geometry, and
+ * turned a rectangle into the mask's labels before calling mk_grabcut_*. */
+MK_OP(mk_maxflow_grid, (mk_ctx_t *ctx, const mk_grid_graph_t *g, mk_image_t *cut, mk_maxflow_stats_t *stats))
+MK_OP(mk_grabcut, (mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_params_t *p,
+                   mk_gc_model_t *model, mk_gc_stats_t *stats))
+MK_OP(mk_grabcut_cut, (mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
+                       const mk_gc_params_t *p, mk_gc_stats_t *stats))
+MK_OP(mk_grabcut_binary, (mk_ctx_t *ctx, const mk_image_t *labels, mk_image_t *dst))
 
 #undef MK_OP
 
