@@ -11,6 +11,7 @@
 #include "guided_px.h"
 #include "letterbox.h"
 #include "mask.h"
+#include "resize.h"
 #include "shape.h"
 #include "shape_px.h"
 #include "threshold.h"
@@ -43,6 +44,7 @@ MK_OP(mk_mask_compose, (mk_ctx_t *ctx, const mk_image_t *soft, mk_image_t *dst, 
 MK_OP(mk_guided_upsample, (mk_ctx_t *ctx, const mk_image_t *guide, const mk_image_t *mask, mk_image_t *dst,
                            const mk_guided_plan_t *pl, const mk_mask_t *m))
 MK_OP(mk_yuyv_to_rgb, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst))
+MK_OP(mk_downsample_area, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int s))
 /* The rounded box of a checked plan, written over the whole of dst (u8 or f32 gray). */
 MK_OP(mk_shape_fill, (mk_ctx_t *ctx, mk_image_t *dst, const mk_rbox_plan_t *p))
 /* GrabCut (grabcut.h); the dispatch layer has checked the images, the parameters and the graph's geometry, and

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "letterbox.h"
+#include "resize.h"
 #include "shape.h"
 #include "threshold.h"
 #include "yuyv.h"
@@ -283,6 +284,43 @@ static void test_yuyv_random(void **state)
     }
 }
 
+/* ---- area downsampling ------------------------------------------------------------------------------------ */
+
+static void test_downsample_random(void **state)
+{
+    (void)state;
+    tu_rng_t r = {9001};
+    for (int i = 0; i < 90; i++) {
+        int w = i < 3 ? (int[]){1, 1920, 7}[i] : tu_rand_int(&r, 1, 500);
+        int h = i < 3 ? (int[]){1, 1080, 1}[i] : tu_rand_int(&r, 1, 400);
+        int s = i < 3 ? (int[]){1, 4, 64}[i] : tu_rand_int(&r, 1, 9);
+        mk_format_t fmt = (mk_format_t[]){MK_FMT_GRAY, MK_FMT_RGB, MK_FMT_BGR}[i % 3];
+        int dw = (w + s - 1) / s, dh = (h + s - 1) / s;
+        size_t se = (size_t)tu_rand_int(&r, 0, 40), de = (size_t)tu_rand_int(&r, 0, 40);
+        mk_image_t src = tu_random_image(tu_rand(&r), w, h, fmt);
+        mk_image_t ref = mk_image_desc(dw, dh, fmt, MK_U8);
+        TU_OK(mk_image_alloc(NULL, &ref, MK_MEM_HOST));
+        TU_OK(mk_downsample_area(cpu, &src, &ref, s));
+        mk_image_t dsrc = tu_to_ctx(gpu, &src, se);
+        char what[128];
+        snprintf(what, sizeof what, "downsample %d: %dx%d %s by %d (+%zu,+%zu)", i, w, h, mk_format_name(fmt), s, se,
+                 de);
+        for (int k = 0; k < 2; k++) {
+            tu_dev_guard_t g;
+            tu_dev_guard_alloc(gpu, &g, mk_image_desc(dw, dh, fmt, MK_U8), de, poisons[k]);
+            TU_OK(mk_downsample_area(gpu, &dsrc, &g.img, s));
+            TU_OK(mk_ctx_sync(gpu));
+            mk_image_t got = tu_dev_guard_check(gpu, &g, poisons[k], what);
+            assert_same(&ref, &got, what);
+            mk_image_free(NULL, &got);
+            tu_dev_guard_free(gpu, &g);
+        }
+        mk_image_free(gpu, &dsrc);
+        mk_image_free(NULL, &ref);
+        mk_image_free(NULL, &src);
+    }
+}
+
 /* ---- rounded-box fill ------------------------------------------------------------------------------------- */
 
 static void test_shape_random(void **state)
@@ -356,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_threshold_random), cmocka_unit_test(test_histogram),
         cmocka_unit_test(test_otsu_sets),       cmocka_unit_test(test_otsu_repeated),
         cmocka_unit_test(test_yuyv_random),     cmocka_unit_test(test_shape_random),
+        cmocka_unit_test(test_downsample_random),
         cmocka_unit_test(test_cuda_bad_input),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
