@@ -25,7 +25,8 @@
 #include <string.h>
 #include <time.h>
 
-/* The longest the process thread waits for a frame before it runs its housekeeping. */
+/* The longest the process thread waits for a frame before it runs its housekeeping (less when the bus heartbeat
+ * needs it: tick_ms). */
 #define TICK_MS 50
 /* Bus readers are counted this often. */
 #define READERS_NS 100000000ull
@@ -635,6 +636,25 @@ static mk_mask_t mask_product(const mk_config_t *cfg, int x, int y)
     return m;
 }
 
+/* Refreshes the bus heartbeat when nothing was published for half its period. Readers take a writer whose
+ * heartbeat is older than twice the period for dead, so this runs at every frame boundary, at least every half
+ * period while no frame comes (tick_ms) and after the detector, the stage that may take long. */
+static void heartbeat(mk_pipeline_t *p)
+{
+    uint64_t now = now_ns();
+    if (now - p->last_publish_ns > (uint64_t)p->cfg.bus.heartbeat_ms * 500000u) {
+        maskbus_writer_heartbeat(p->bus);
+        p->last_publish_ns = now;
+    }
+}
+
+/* The longest the process thread may wait for a frame: TICK_MS, or half the heartbeat period when that is less. */
+static int tick_ms(const mk_pipeline_t *p)
+{
+    int half = p->cfg.bus.heartbeat_ms / 2;
+    return half < 1 ? 1 : half < TICK_MS ? half : TICK_MS;
+}
+
 /* Runs the detector on the frame when it is due; a detector the backend cannot run is switched off. */
 static void detect(mk_pipeline_t *p, const mk_image_t *frame)
 {
@@ -720,6 +740,7 @@ static int process_frame(mk_pipeline_t *p, const mk_decoded_t *d)
     }
 
     detect(p, &frame);
+    heartbeat(p);
 
     mk_box_t box;
     uint32_t track = 0;
@@ -916,9 +937,9 @@ static void stats_tick(mk_pipeline_t *p, uint64_t now)
         publish_event(p, "stats", mk_pipeline_stats(p));
     if (p->notify) {
         unsigned live = atomic_load(&p->readers_live), stalled = atomic_load(&p->readers_stalled);
-        mk_notify_sendf(p->notify, "STATUS=%s: %.1f fps, %u reader%s (%u stalled), latency p50 %.1f ms",
-                        mk_pipe_state_name(mk_pipeline_state(p)), s.fps_publish, live, live == 1 ? "" : "s", stalled,
-                        s.lat_p50);
+        mk_notify_sendf_nowait(p->notify, "STATUS=%s: %.1f fps, %u reader%s (%u stalled), latency p50 %.1f ms",
+                               mk_pipe_state_name(mk_pipeline_state(p)), s.fps_publish, live, live == 1 ? "" : "s",
+                               stalled, s.lat_p50);
     }
 }
 
@@ -937,12 +958,9 @@ static void boundary(mk_pipeline_t *p)
         maskbus_writer_set_source_state(p->bus, bus_state[now_state]);
     take_apply(p);
     mk_notify_watchdog(p->notify);
+    heartbeat(p);
     uint64_t now = now_ns();
     const mk_config_t *cfg = &p->cfg;
-    if (now - p->last_publish_ns > (uint64_t)cfg->bus.heartbeat_ms * 500000u) {
-        maskbus_writer_heartbeat(p->bus);
-        p->last_publish_ns = now;
-    }
     if (now - p->last_readers_ns >= READERS_NS) {
         p->last_readers_ns = now;
         unsigned live = 0, stalled = 0;
@@ -1001,7 +1019,7 @@ static void *process_main(void *arg)
     while (!atomic_load(&p->stop)) {
         boundary(p);
         mk_decoded_t d;
-        if (!next_frame(p, TICK_MS, &d))
+        if (!next_frame(p, tick_ms(p), &d))
             continue;
         int rc = process_frame(p, &d);
         mk_decode_release(p->dec, &d);

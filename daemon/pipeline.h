@@ -11,10 +11,10 @@
  *                    the source frame, the detections, flags KEYFRAME or NO_PERSON)
  * Every pixel operation is a kernels op on the context of the configured backend.
  *
- * The process thread is also the pipeline's clock: at every frame boundary, and at least every 50 ms while no
- * frame comes (idle, source lost), it applies the control server's pending sets (mk_control_apply_pending) and
- * configurations handed over with mk_pipeline_apply(), pings the systemd watchdog, refreshes the bus heartbeat,
- * counts the bus readers, decides idle mode, and once per control.stats_period_ms takes a statistics snapshot,
+ * The process thread is also the pipeline's clock: at every frame boundary, and at least every 50 ms (or half
+ * bus.heartbeat_ms, when that is less) while no frame comes (idle, source lost), it applies the control server's
+ * pending sets (mk_control_apply_pending) and configurations handed over with mk_pipeline_apply(), pings the
+ * systemd watchdog, refreshes the bus heartbeat (also after the detector), counts the bus readers, decides idle mode, and once per control.stats_period_ms takes a statistics snapshot,
  * sends the "stats" event and the STATUS= notification.
  *
  * States: starting (until the first frame), running, idle (idle.enable and no live bus reader for

@@ -777,10 +777,25 @@ def check_term(d, what):
     check(h["state"] == 2 and h["pid"] == 0, "%s: the bus is marked closed: %s" % (what, h))
 
 
+def bus_events(instance, seconds):
+    """The events and the number of frames a bus reader gets in `seconds`."""
+    events, frames = [], 0
+    with maskbus.Reader(instance) as r:
+        end = time.time() + seconds
+        while time.time() < end:
+            x = r.next(timeout=0.5)
+            if isinstance(x, maskbus.Event):
+                events.append(x.kind)
+            elif isinstance(x, maskbus.Frame):
+                frames += 1
+    return events, frames
+
+
 def group_watchdog():
     """While no frame comes (a source that opens but yields none, idle mode): WATCHDOG=1 keeps coming from the
-    processing loop, the source is retried with backoff, and SIGTERM still ends maskd at once."""
-    n = Notify("wd")
+    processing loop, so does the bus heartbeat (also with a short bus.heartbeat_ms: readers never see the writer
+    gone), the source is retried with backoff, and SIGTERM still ends maskd at once."""
+    n = Notify("wd-lost")  # one socket per maskd: READY=1 waits while the socket's queue is full
     tmp = tempfile.mkdtemp(prefix="maskd-wd-")
     try:
         # A looping JPEG directory without a readable frame: lost, reopened no faster than the backoff allows.
@@ -788,7 +803,7 @@ def group_watchdog():
         for name in ("a.jpg", "b.jpg"):  # directories: no regular file to read
             os.makedirs(os.path.join(src, name))
         with Maskd("wd-lost", "--source", "file:" + src, "--set", "idle.enable=false", "--set",
-                   "source.retry_max_ms=5000", env=n.env(600000)) as d:
+                   "source.retry_max_ms=5000", "--set", "bus.heartbeat_ms=20", env=n.env(600000)) as d:
             msgs = n.collect(3)
             check(any(m.startswith("READY=1\nSTATUS=waiting for the source") for m in msgs),
                   "READY=1 while waiting for a source without frames: %s" % [m for m in msgs if "READY" in m])
@@ -800,10 +815,17 @@ def group_watchdog():
             opens = d.log_text().count(": jpeg-dir ")
             check(2 <= opens <= 8, "the source is opened again with backoff, not every 100 ms: %d opens in 3 s"
                   % opens)
+            events, frames = bus_events(d.instance, 1.5)
+            check("writer_gone" not in events, "no frames, bus.heartbeat_ms=20: the writer stays alive: %s" % events)
             check_term(d, "source without frames")
 
-        # Idle (no bus reader): the source is closed, the watchdog still pinged.
-        with Maskd("wd-idle", "--set", "idle.timeout_s=1", env=n.env(600000)) as d:
+        # Running with a short heartbeat, then idle (no bus reader): the source is closed, the watchdog still pinged.
+        n.close()
+        n = Notify("wd-idle")
+        with Maskd("wd-idle", "--set", "idle.timeout_s=1", "--set", "bus.heartbeat_ms=20", env=n.env(600000)) as d:
+            events, frames = bus_events(d.instance, 1.5)
+            check(frames > 20 and "writer_gone" not in events,
+                  "30 fps, bus.heartbeat_ms=20: the writer stays alive: %d frames, %s" % (frames, events))
             check(d.wait_state("idle", 10), "idle after a second without readers")
             pings = n.collect(2).count("WATCHDOG=1")
             check(d.stats()["state"] == "idle" and pings >= 5,
