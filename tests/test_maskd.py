@@ -386,6 +386,13 @@ def group_otb():
                 x = chosen[0]
                 check(60 < x["x"] + x["w"] / 2 < 200 and x["h"] > 80,
                       "frame %d: the man's box %s" % (l["frame_seq"], x))
+            sub = Client(d.sock)
+            check(sub.request({"id": 1, "cmd": "subscribe", "args": "detections"})["ok"], "subscribe detections")
+            ev = sub.read()
+            dets = ev.get("data", {}).get("detections", [])
+            check(ev.get("event") == "detections" and ev["data"]["frame"] >= 0 and any(x["class"] == 0 for x in dets),
+                  "a detections event with the man: %s" % ev)
+            sub.close()
             st = d.stats()
             check(st["model"]["status"].startswith("loaded") and st["frames"]["detector_runs"] >= 50
                   and st["target"]["from"] == "detected",
