@@ -779,7 +779,8 @@ static void finish_sets(mk_control_t *s, int shutting_down)
                           "the pipeline reached no frame boundary within %d ms; nothing was applied",
                           s->opts.set_timeout_ms);
             else if (p->rc < 0)
-                reply_err(s, c, p->id, MK_CTL_EINTERNAL, NULL, "applying: %s", p->msg);
+                reply_err(s, c, p->id, p->rc == MK_EINVAL || p->rc == MK_ERANGE ? MK_CTL_EBAD_VALUE : MK_CTL_EINTERNAL,
+                          NULL, "applying: %s", p->msg);
             else {
                 cJSON *res = cJSON_CreateObject();
                 if (res) {

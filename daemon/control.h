@@ -59,7 +59,9 @@ typedef struct {
     /* Copies the configuration in force into *out. Required. */
     int (*get_config)(void *user, mk_config_t *out);
     /* Commits a validated transaction (see the threading contract). Returns the number of options changed, or a
-     * negative MK_E* code with mk_err_set() (the client gets an "internal" error). Required. */
+     * negative MK_E* code with mk_err_set() and nothing applied: MK_EINVAL and MK_ERANGE (a value the daemon
+     * cannot take, e.g. a class its detector lacks) reach the client as "bad-value", the rest as "internal".
+     * Required. */
     int (*set_config)(void *user, const mk_config_txn_t *txn);
     /* A new JSON object of statistics, or NULL with mk_err_set(). Optional. */
     struct cJSON *(*stats)(void *user);

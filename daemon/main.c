@@ -137,7 +137,8 @@ static int reload(daemon_t *d, cJSON **result)
     if (!rc) {
         mk_control_opts_t co;
         mk_control_opts_from_config(&co, cur);
-        rc = mk_pipeline_apply(d->pipe, t, co.set_timeout_ms);
+        if ((rc = mk_pipeline_apply(d->pipe, t, co.set_timeout_ms)) < 0)
+            MK_WARN("reload: keeping the configuration in force: %s", mk_err_msg());
     }
     if (rc >= 0) {
         MK_INFO("reloaded %s: %d option%s changed%s", access(d->config_path, F_OK) ? "the defaults" : d->config_path,
@@ -213,6 +214,10 @@ static int add_override(daemon_t *d, const char *key, const char *value)
 static int make_dir(const char *path)
 {
     char buf[4096];
+    if (!path[0]) {
+        errno = ENOENT;
+        return -1;
+    }
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++)
         if (*p == '/') {

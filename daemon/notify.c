@@ -94,29 +94,54 @@ uint64_t mk_notify_watchdog_usec(const mk_notify_t *n)
     return n && n->fd >= 0 ? n->watchdog_usec : 0;
 }
 
-int mk_notify_send(mk_notify_t *n, const char *msg)
+/* One datagram. With `nowait`, a full receive queue drops the message: 1 then. */
+static int send_msg(mk_notify_t *n, const char *msg, int nowait)
 {
     if (!n || n->fd < 0 || !msg)
         return 0;
     ssize_t r;
     do
-        r = sendto(n->fd, msg, strlen(msg), MSG_NOSIGNAL, (const struct sockaddr *)&n->addr, n->addr_len);
+        r = sendto(n->fd, msg, strlen(msg), MSG_NOSIGNAL | (nowait ? MSG_DONTWAIT : 0),
+                   (const struct sockaddr *)&n->addr, n->addr_len);
     while (r < 0 && errno == EINTR);
+    if (r < 0 && nowait && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 1;
     if (r < 0)
         return mk_err_set(MK_EIO, "sd_notify: %s", strerror(errno));
     return 0;
 }
 
-int mk_notify_sendf(mk_notify_t *n, const char *fmt, ...)
+int mk_notify_send(mk_notify_t *n, const char *msg)
+{
+    return send_msg(n, msg, 0);
+}
+
+static int vsendf(mk_notify_t *n, int nowait, const char *fmt, va_list ap)
 {
     if (!n || n->fd < 0)
         return 0;
     char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    int rc = send_msg(n, buf, nowait);
+    return rc > 0 ? 0 : rc;
+}
+
+int mk_notify_sendf(mk_notify_t *n, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    int rc = vsendf(n, 0, fmt, ap);
     va_end(ap);
-    return mk_notify_send(n, buf);
+    return rc;
+}
+
+int mk_notify_sendf_nowait(mk_notify_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vsendf(n, 1, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 int mk_notify_watchdog(mk_notify_t *n)
@@ -128,6 +153,10 @@ int mk_notify_watchdog(mk_notify_t *n)
         return 0;
     if (!atomic_compare_exchange_strong(&n->last_ping_ns, &last, now))
         return 0; /* another thread pinged just now */
-    int rc = mk_notify_send(n, "WATCHDOG=1");
+    int rc = send_msg(n, "WATCHDOG=1", 1);
+    if (rc > 0) { /* dropped (the receiver is behind): due again at the next call */
+        atomic_compare_exchange_strong(&n->last_ping_ns, &now, last);
+        return 0;
+    }
     return rc ? rc : 1;
 }

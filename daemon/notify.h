@@ -3,7 +3,8 @@
  *
  * maskd sends READY=1 after the first published mask, STATUS=... once a second, WATCHDOG=1 from its processing
  * loop when $WATCHDOG_USEC is set (and $WATCHDOG_PID, if set, is this process), STOPPING=1 on shutdown. Without
- * $NOTIFY_SOCKET every call is a cheap no-op.
+ * $NOTIFY_SOCKET every call is a cheap no-op. READY=1 and STOPPING=1 wait while the receiver's queue is full; the
+ * periodic WATCHDOG=1 and STATUS= (mk_notify_sendf_nowait) are dropped instead.
  *
  * Thread rules: every function may be called from any thread (one sendto(2) per message; the watchdog's rate
  * limit is an atomic). */
@@ -34,8 +35,13 @@ uint64_t mk_notify_watchdog_usec(const mk_notify_t *n);
 int mk_notify_send(mk_notify_t *n, const char *msg);
 /* printf form of mk_notify_send (at most 1023 bytes). */
 int mk_notify_sendf(mk_notify_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* WATCHDOG=1, at most once per a third of the watchdog period (call it as often as convenient). Returns 1 when a
- * ping was sent, 0 when none was due or the watchdog is off, MK_EIO on failure. */
+/* As mk_notify_sendf, but never waits: when the receiver's queue is full (systemd busy, a test that does not
+ * read) the message is dropped and 0 returned. For periodic messages that the next one replaces (STATUS=), so that
+ * the processing loop never blocks on its notifications. */
+int mk_notify_sendf_nowait(mk_notify_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* WATCHDOG=1, at most once per a third of the watchdog period (call it as often as convenient), never waiting:
+ * with the receiver's queue full the ping is dropped and due again at the next call. Returns 1 when a ping was
+ * sent, 0 when none was due or sent, or the watchdog is off, MK_EIO on failure. */
 int mk_notify_watchdog(mk_notify_t *n);
 
 #ifdef __cplusplus

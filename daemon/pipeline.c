@@ -25,7 +25,8 @@
 #include <string.h>
 #include <time.h>
 
-/* The longest the process thread waits for a frame before it runs its housekeeping. */
+/* The longest the process thread waits for a frame before it runs its housekeeping (less when the bus heartbeat
+ * needs it: tick_ms). */
 #define TICK_MS 50
 /* Bus readers are counted this often. */
 #define READERS_NS 100000000ull
@@ -75,13 +76,14 @@ struct mk_pipeline {
     pthread_cond_t apply_cv;
     const mk_config_txn_t *apply_txn;
     int apply_taken, apply_done, apply_rc;
+    char apply_msg[512]; /* the commit's error message (messages are per thread) */
 
     /* compute */
     mk_ctx_t *ctx;
     mk_detector_t *det;
     char model_status[600];
     mk_cut_t *cut;
-    mk_class_set_t classes;
+    mk_class_set_t classes, next_classes; /* next_classes: resolved by mk_pipeline_commit, taken by the hook */
     int single_class;
 
     /* stages */
@@ -223,15 +225,8 @@ static void on_change(void *user, const mk_opt_t *o, const mk_config_t *cfg)
     if (!strcmp(o->name, "log.level") && !getenv("MASKD_LOG")) {
         mk_log_set_level((mk_log_level_t)cfg->log.level);
     } else if (!strcmp(o->name, "detect.classes")) {
-        int n = 0;
-        const char *const *names = p->det ? mk_detector_names(p->det, &n) : NULL;
-        mk_class_set_t set;
-        if (mk_select_classes(cfg->detect.classes, names, n, &set)) {
-            MK_WARN("%s: keeping the previous classes", mk_err_msg());
-        } else {
-            p->classes = set;
-            p->single_class = mk_select_class_single(&set);
-        }
+        p->classes = p->next_classes;
+        p->single_class = mk_select_class_single(&p->classes);
     } else if (!strcmp(o->name, "cut.method")) {
         mk_cut_t *c;
         if (mk_cut_create(p->ctx, cfg->cut.method, &c)) {
@@ -252,6 +247,16 @@ void mk_pipeline_get_config(mk_pipeline_t *p, mk_config_t *out)
 
 int mk_pipeline_commit(mk_pipeline_t *p, const mk_config_txn_t *txn)
 {
+    /* detect.classes may name the loaded detector's classes, which the option table cannot check: they are
+     * resolved here, and a change that does not resolve refuses the whole transaction before anything is applied
+     * (rather than being acknowledged and left out of force by the hook). */
+    if (mk_config_txn_touched(txn, mk_options_index(mk_options_find("detect.classes")))) {
+        int n = 0;
+        const char *const *names = p->det ? mk_detector_names(p->det, &n) : NULL;
+        int rc = mk_select_classes(mk_config_txn_config(txn)->detect.classes, names, n, &p->next_classes);
+        if (rc)
+            return rc;
+    }
     pthread_mutex_lock(&p->cfg_mu);
     int rc = mk_config_txn_commit(txn, &p->cfg, p->hooks);
     pthread_mutex_unlock(&p->cfg_mu);
@@ -284,9 +289,13 @@ int mk_pipeline_apply(mk_pipeline_t *p, const mk_config_txn_t *txn, int timeout_
         timed_out = pthread_cond_timedwait(&p->apply_cv, &p->apply_mu, &dl) == ETIMEDOUT;
     while (!p->apply_done && p->apply_taken) /* being committed now: that is quick */
         pthread_cond_wait(&p->apply_cv, &p->apply_mu);
-    int rc = p->apply_done ? p->apply_rc
-                           : mk_err_set(MK_ESTATE, "busy: the pipeline did not reach a frame boundary in %d ms",
-                                        timeout_ms);
+    int rc;
+    if (!p->apply_done)
+        rc = mk_err_set(MK_ESTATE, "busy: the pipeline did not reach a frame boundary in %d ms", timeout_ms);
+    else if (p->apply_rc < 0) /* the commit's message, on this thread */
+        rc = mk_err_set(p->apply_rc, "%s", p->apply_msg);
+    else
+        rc = p->apply_rc;
     p->apply_txn = NULL;
     pthread_cond_broadcast(&p->apply_cv);
     pthread_mutex_unlock(&p->apply_mu);
@@ -303,9 +312,12 @@ static void take_apply(mk_pipeline_t *p)
     pthread_mutex_unlock(&p->apply_mu);
     if (!t)
         return;
+    mk_err_clear();
     int rc = mk_pipeline_commit(p, t);
     pthread_mutex_lock(&p->apply_mu);
     p->apply_rc = rc;
+    if (rc < 0)
+        snprintf(p->apply_msg, sizeof p->apply_msg, "%s", mk_err_msg()[0] ? mk_err_msg() : mk_err_str(rc));
     p->apply_done = 1;
     p->apply_taken = 0;
     pthread_cond_broadcast(&p->apply_cv);
@@ -465,6 +477,15 @@ static int copy_frame(capbuf_t *b, const mk_frame_t *f)
     return 0;
 }
 
+/* The next wait before opening the source afresh: 100 ms, doubling up to source.retry_max_ms. */
+static int next_backoff(const mk_pipeline_t *p, int backoff_ms)
+{
+    backoff_ms = backoff_ms ? backoff_ms * 2 : 100;
+    return backoff_ms > p->boot.source.retry_max_ms ? p->boot.source.retry_max_ms : backoff_ms;
+}
+
+/* The backoff between fresh opens is reset by a delivered frame, not by an open that succeeds: a source that opens
+ * but yields nothing (a looping file without a readable frame) is retried no faster than one that cannot open. */
 static void *capture_main(void *arg)
 {
     mk_pipeline_t *p = arg;
@@ -482,18 +503,16 @@ static void *capture_main(void *arg)
                 char why[400];
                 snprintf(why, sizeof why, "%s", mk_err_msg());
                 note_lost(p, why);
-                backoff_ms = backoff_ms ? backoff_ms * 2 : 100;
-                if (backoff_ms > p->boot.source.retry_max_ms)
-                    backoff_ms = p->boot.source.retry_max_ms;
+                backoff_ms = next_backoff(p, backoff_ms);
                 MK_LOG_RL(10000, MK_LOG_WARN, "cannot open the source (%s); retrying every %d ms", why, backoff_ms);
                 capture_wait(p, backoff_ms, 0);
                 continue;
             }
-            backoff_ms = 0;
         }
         mk_frame_t f;
         int rc = mk_source_next(src, 100, &f);
         if (rc == MK_SOURCE_FRAME) {
+            backoff_ms = 0;
             void *item = NULL, *dropped = NULL;
             if (mk_queue_pop(p->freeq, 0, &item) != MK_QUEUE_ITEM) {
                 /* Cannot happen (there is a buffer for every place a frame can be); drop the frame. */
@@ -552,7 +571,8 @@ static void *capture_main(void *arg)
                  rc == MK_SOURCE_EOS ? "the file has no readable frame left" : mk_err_msg());
         close_source(p, &src);
         note_lost(p, why);
-        backoff_ms = 100;
+        backoff_ms = next_backoff(p, backoff_ms);
+        MK_LOG_RL(10000, MK_LOG_WARN, "source: %s; opening it again in %d ms", why, backoff_ms);
         capture_wait(p, backoff_ms, 0);
     }
     close_source(p, &src);
@@ -614,6 +634,25 @@ static mk_mask_t mask_product(const mk_config_t *cfg, int x, int y)
     else if (cfg->mask.threshold == MK_CFG_THRESH_OTSU)
         m.mode = MK_MASK_OTSU;
     return m;
+}
+
+/* Refreshes the bus heartbeat when nothing was published for half its period. Readers take a writer whose
+ * heartbeat is older than twice the period for dead, so this runs at every frame boundary, at least every half
+ * period while no frame comes (tick_ms) and after the detector, the stage that may take long. */
+static void heartbeat(mk_pipeline_t *p)
+{
+    uint64_t now = now_ns();
+    if (now - p->last_publish_ns > (uint64_t)p->cfg.bus.heartbeat_ms * 500000u) {
+        maskbus_writer_heartbeat(p->bus);
+        p->last_publish_ns = now;
+    }
+}
+
+/* The longest the process thread may wait for a frame: TICK_MS, or half the heartbeat period when that is less. */
+static int tick_ms(const mk_pipeline_t *p)
+{
+    int half = p->cfg.bus.heartbeat_ms / 2;
+    return half < 1 ? 1 : half < TICK_MS ? half : TICK_MS;
 }
 
 /* Runs the detector on the frame when it is due; a detector the backend cannot run is switched off. */
@@ -701,6 +740,7 @@ static int process_frame(mk_pipeline_t *p, const mk_decoded_t *d)
     }
 
     detect(p, &frame);
+    heartbeat(p);
 
     mk_box_t box;
     uint32_t track = 0;
@@ -744,6 +784,7 @@ static int process_frame(mk_pipeline_t *p, const mk_decoded_t *d)
             atomic_fetch_add(&p->held, 1);
     } else {
         res = MK_SELECT_NONE;
+        memset(&box, 0, sizeof box); /* as mk_select_choose gives it: no target, no box */
         if ((rc = mk_image_memset(ctx, &p->mask, 0)) ||
             (alpha_plane && !alpha_shared && (rc = mk_image_memset(ctx, &p->alpha, 0))))
             return rc;
@@ -896,9 +937,9 @@ static void stats_tick(mk_pipeline_t *p, uint64_t now)
         publish_event(p, "stats", mk_pipeline_stats(p));
     if (p->notify) {
         unsigned live = atomic_load(&p->readers_live), stalled = atomic_load(&p->readers_stalled);
-        mk_notify_sendf(p->notify, "STATUS=%s: %.1f fps, %u reader%s (%u stalled), latency p50 %.1f ms",
-                        mk_pipe_state_name(mk_pipeline_state(p)), s.fps_publish, live, live == 1 ? "" : "s", stalled,
-                        s.lat_p50);
+        mk_notify_sendf_nowait(p->notify, "STATUS=%s: %.1f fps, %u reader%s (%u stalled), latency p50 %.1f ms",
+                               mk_pipe_state_name(mk_pipeline_state(p)), s.fps_publish, live, live == 1 ? "" : "s",
+                               stalled, s.lat_p50);
     }
 }
 
@@ -917,12 +958,9 @@ static void boundary(mk_pipeline_t *p)
         maskbus_writer_set_source_state(p->bus, bus_state[now_state]);
     take_apply(p);
     mk_notify_watchdog(p->notify);
+    heartbeat(p);
     uint64_t now = now_ns();
     const mk_config_t *cfg = &p->cfg;
-    if (now - p->last_publish_ns > (uint64_t)cfg->bus.heartbeat_ms * 500000u) {
-        maskbus_writer_heartbeat(p->bus);
-        p->last_publish_ns = now;
-    }
     if (now - p->last_readers_ns >= READERS_NS) {
         p->last_readers_ns = now;
         unsigned live = 0, stalled = 0;
@@ -981,7 +1019,7 @@ static void *process_main(void *arg)
     while (!atomic_load(&p->stop)) {
         boundary(p);
         mk_decoded_t d;
-        if (!next_frame(p, TICK_MS, &d))
+        if (!next_frame(p, tick_ms(p), &d))
             continue;
         int rc = process_frame(p, &d);
         mk_decode_release(p->dec, &d);

@@ -11,10 +11,10 @@
  *                    the source frame, the detections, flags KEYFRAME or NO_PERSON)
  * Every pixel operation is a kernels op on the context of the configured backend.
  *
- * The process thread is also the pipeline's clock: at every frame boundary, and at least every 50 ms while no
- * frame comes (idle, source lost), it applies the control server's pending sets (mk_control_apply_pending) and
- * configurations handed over with mk_pipeline_apply(), pings the systemd watchdog, refreshes the bus heartbeat,
- * counts the bus readers, decides idle mode, and once per control.stats_period_ms takes a statistics snapshot,
+ * The process thread is also the pipeline's clock: at every frame boundary, and at least every 50 ms (or half
+ * bus.heartbeat_ms, when that is less) while no frame comes (idle, source lost), it applies the control server's
+ * pending sets (mk_control_apply_pending) and configurations handed over with mk_pipeline_apply(), pings the
+ * systemd watchdog, refreshes the bus heartbeat (also after the detector), counts the bus readers, decides idle mode, and once per control.stats_period_ms takes a statistics snapshot,
  * sends the "stats" event and the STATUS= notification.
  *
  * States: starting (until the first frame), running, idle (idle.enable and no live bus reader for
@@ -83,11 +83,13 @@ void mk_pipeline_destroy(mk_pipeline_t *p);
 /* The configuration in force. */
 void mk_pipeline_get_config(mk_pipeline_t *p, mk_config_t *out);
 /* Process thread only: commits a validated transaction (hooks included). Returns the number of options changed
- * or a negative MK_E* code. */
+ * or a negative MK_E* code, then with nothing applied: MK_EINVAL when the transaction sets detect.classes to a
+ * class the detector does not have (a name without detect.names, an index beyond the class sets). */
 int mk_pipeline_commit(mk_pipeline_t *p, const mk_config_txn_t *txn);
 /* Any other thread: hands `txn` to the process thread, which commits it at its next frame boundary, and waits
- * for that (at most timeout_ms). Returns what the commit returned; MK_ESTATE ("busy") when the pipeline did not
- * take it in time (then it is never applied). The caller keeps ownership of txn. */
+ * for that (at most timeout_ms). Returns what the commit returned (an error with the commit's message, on the
+ * caller's thread); MK_ESTATE ("busy") when the pipeline did not take it in time (then it is never applied). The
+ * caller keeps ownership of txn. */
 int mk_pipeline_apply(mk_pipeline_t *p, const mk_config_txn_t *txn, int timeout_ms);
 
 mk_pipe_state_t mk_pipeline_state(mk_pipeline_t *p);

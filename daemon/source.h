@@ -149,7 +149,8 @@ typedef struct {
 
 typedef struct {
     uint64_t frames;        /* delivered */
-    uint64_t corrupt;       /* skipped by the source (driver error flag, short YUYV buffer, truncated Y4M frame) */
+    uint64_t corrupt;       /* skipped by the source (driver error flag, short YUYV buffer, truncated Y4M frame,
+                             * an unreadable or empty file in a JPEG directory) */
     uint64_t dropped;       /* skipped by the driver (V4L2 sequence gaps) */
     uint64_t timeouts;      /* MK_SOURCE_TIMEOUT returns */
     uint64_t lost;          /* times the source was lost */

@@ -146,6 +146,8 @@ static int dir_read(mk_source_t *s, file_source_t *f, slot_t *sl)
         int rc = read_whole(path, sl);
         if (rc == MK_ENOMEM)
             return rc;
+        if (!rc && !sl->len) /* emptied (truncated to nothing): a corrupt frame, not one for the decoder to refuse */
+            rc = mk_err_set(MK_EFORMAT, "%s is empty", path);
         if (!rc)
             return MK_SOURCE_FRAME;
         s->stats.corrupt++;

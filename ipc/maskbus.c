@@ -1142,6 +1142,8 @@ int maskbus_reader_next(maskbus_reader_t *r, int timeout_ms, maskbus_frame_t *f)
             }
             if (rc != MASKBUS_TIMEOUT)
                 return rc;
+            if (r->hdr != h)
+                continue; /* the object grew and was mapped anew: h points into the old mapping, now unmapped */
         }
         if (!alive && !r->gone_reported && r->epoch != 0) {
             r->gone_reported = 1;

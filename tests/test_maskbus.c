@@ -1,5 +1,5 @@
 /* test_maskbus: the frame bus — ABI layout, readers in separate processes (order, stalls, torn reads), writer death
- * and restart, geometry changes, and every way of opening a bad object. */
+ * and restart, geometry changes (also growing under waiting readers), and every way of opening a bad object. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -586,6 +586,32 @@ static void test_geometry_change(void **state)
     maskbus_writer_close(w, 1);
 }
 
+/* The object grows with every frame (each one wider than the last, large enough that copying it takes a while)
+ * while readers in other processes fall behind: a reader that finds the object grown maps it anew and may then
+ * find the newest slot emptied by the new layout (nothing to read yet); it must not touch the old mapping again (a
+ * crash). */
+static void test_growth_under_readers(void **state)
+{
+    (void)state;
+    const char *name = bus("grow");
+    maskbus_writer_t *w = open_writer(name, 64, 240, 1 | 4, 50);
+    enum { FRAMES = 400, NREADERS = 2 };
+    reader_job_t job = {.name = name, .until_seq = FRAMES, .timeout_ms = 3000};
+    child_t c[NREADERS];
+    spawn_readers(w, job, NREADERS, 1, c);
+    for (uint64_t s = 1; s <= FRAMES; s++) {
+        maskbus_pattern_t p;
+        assert_int_equal(maskbus_pattern_alloc(&p, 64 + 4 * (uint32_t)s, 240, 1 | 4), 0);
+        publish_pattern(w, &p, s);
+        maskbus_pattern_free(&p);
+    }
+    for (int i = 0; i < NREADERS; i++) {
+        reader_report_t rep = join_reader(c[i]);
+        assert_clean_report(&rep, FRAMES);
+    }
+    maskbus_writer_close(w, 1);
+}
+
 /* ---- writer death and restart ------------------------------------------------------------------------------ */
 
 /* A writer process: publishes a frame every 5 ms until killed, or `frames` frames then closes cleanly. */
@@ -773,6 +799,7 @@ int main(void)
         cmocka_unit_test(test_readers_in_order),
         cmocka_unit_test(test_stopped_reader),
         cmocka_unit_test(test_geometry_change),
+        cmocka_unit_test(test_growth_under_readers),
         cmocka_unit_test(test_writer_death_and_restart),
         cmocka_unit_test(test_dead_reader_entry),
         cmocka_unit_test(test_source_state),

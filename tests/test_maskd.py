@@ -2,8 +2,9 @@
 """maskd end to end: the real binary (CPU backend) on the test pattern and on the shared data's otb_man clip, read
 through the frame bus (maskcat and the Python binding) and driven through the control socket (maskctl and raw
 requests) and signals. One group of tests per run: `test_maskd.py GROUP` with GROUP one of cli, testpattern, y4m,
-otb, control, signals, idle, lost, systemd. Needs MASKD, MASKCAT, MASKCTL, MASKBUS_LIB (meson sets them); the otb and
-lost groups skip without the shared data ($MASKD_TEST_DATA, else ../shared/data beside the source root)."""
+otb, control, signals, idle, lost, watchdog, systemd. Needs MASKD, MASKCAT, MASKCTL, MASKBUS_LIB (meson sets them);
+the otb and lost groups skip without the shared data ($MASKD_TEST_DATA, else ../shared/data beside the source
+root)."""
 import json
 import os
 import shutil
@@ -282,6 +283,29 @@ def group_testpattern():
               "a bad value refuses the whole set: %s" % reply)
         rc, reply, err = d.ctl("set", "cut.method=ellipse")
         check(rc == 0 and d.stats()["cut"] == "ellipse", "cut.method=ellipse applied")
+        # Classes the detector does not have pass the option table but cannot take effect: the set is refused
+        # whole (nothing applied), never acknowledged and ignored.
+        for classes in ("5000", "person"):
+            rc, reply, err = d.ctl("set", "detect.classes=" + classes, "mask.value=0.7")
+            check(rc == 1 and reply["error"]["class"] == "bad-value" and "detect.classes" in reply["error"]["desc"],
+                  "detect.classes=%s refused: %s" % (classes, reply))
+            check(d.get("detect.classes") == "0" and d.get("mask.value") == 0.5,
+                  "detect.classes=%s: nothing applied" % classes)
+
+        # No target (the fallback box outside the frame): empty masks flagged no-person.
+        rc, reply, err = d.ctl("set", "select.fallback=640,0,10,10")
+        check(rc == 0, "fallback box outside the frame: %s" % err)
+        time.sleep(0.3)
+        n0 = d.stats()["frames"]["no_person"]
+        lines, rc, err = maskcat(d.instance, 5)
+        check(rc == 0 and len(lines) == 5 and all(l["flags"] == FLAG_NO_PERSON for l in lines),
+              "no target: frames flagged no-person (%s)" % [l["flags"] for l in lines])
+        fr = read_frames(d.instance, 1)
+        check(len(fr) == 1 and max(max(r) for r in plane_rows(fr[0], "mask")) == 0, "no target: an empty mask")
+        st = d.stats()
+        check(st["target"] == {"from": "none", "x": 0, "y": 0, "w": 0, "h": 0, "track": 0}
+              and st["frames"]["no_person"] > n0,
+              "stats: no target, no-person frames counted (%s, %d)" % (st["target"], st["frames"]["no_person"]))
         check(d.alive(), "maskd alive after the control session")
 
 
@@ -362,6 +386,13 @@ def group_otb():
                 x = chosen[0]
                 check(60 < x["x"] + x["w"] / 2 < 200 and x["h"] > 80,
                       "frame %d: the man's box %s" % (l["frame_seq"], x))
+            sub = Client(d.sock)
+            check(sub.request({"id": 1, "cmd": "subscribe", "args": "detections"})["ok"], "subscribe detections")
+            ev = sub.read()
+            dets = ev.get("data", {}).get("detections", [])
+            check(ev.get("event") == "detections" and ev["data"]["frame"] >= 0 and any(x["class"] == 0 for x in dets),
+                  "a detections event with the man: %s" % ev)
+            sub.close()
             st = d.stats()
             check(st["model"]["status"].startswith("loaded") and st["frames"]["detector_runs"] >= 50
                   and st["target"]["from"] == "detected",
@@ -387,12 +418,13 @@ def group_otb():
             bad[i] = (bad[i] * 7 + 13) & 0xFF
         with open(os.path.join(tmp, "0012a.jpg"), "wb") as f:
             f.write(bytes(bad))  # garbage in the entropy-coded data
+        open(os.path.join(tmp, "0018a.jpg"), "wb").close()  # truncated to nothing
         with Maskd("corrupt", "--source", "file:" + tmp) as d:
             lines, rc, err = maskcat(d.instance, 60)
             check_stream(lines, 60, 241, 193, "stream with corrupt JPEGs")
             st = d.stats()
-            check(st["frames"]["corrupt"] >= 2 and st["frames"]["corrupt_decode"] >= 2,
-                  "corrupt JPEGs counted: %s" % st["frames"])
+            check(st["frames"]["corrupt"] >= 3 and st["frames"]["corrupt_decode"] >= 2
+                  and st["frames"]["corrupt_source"] >= 1, "corrupt and empty JPEGs counted: %s" % st["frames"])
             check(d.alive() and st["state"] == "running", "maskd goes on after corrupt frames")
     finally:
         shutil.rmtree(tmp)
@@ -551,7 +583,8 @@ def group_cli():
                              ["detector", "/nonexistent/net.cfg"]),
                             (["--set", "detect.weights=/nonexistent/w"], ["detect.cfg"]),
                             (["--config", os.path.join(tmp, "missing.json")], ["missing.json"]),
-                            (["--set", "bus.group=nosuchgroupxyz"], ["bus.group", "nosuchgroupxyz"])):
+                            (["--set", "bus.group=nosuchgroupxyz"], ["bus.group", "nosuchgroupxyz"]),
+                            (["--runtime-dir", ""], ["runtime directory"])):
             r = subprocess.run([MASKD, "--instance", "t%d-fail" % os.getpid(), "--runtime-dir", rundir, "--backend",
                                 "cpu"] + args, capture_output=True, text=True, timeout=60)
             check(r.returncode == 1 and all(w in r.stderr for w in words),
@@ -600,6 +633,18 @@ def group_signals():
             rc, reply, err = d.ctl("reload")
             check(rc == 0 and reply["result"]["changed"] == 0 and reply["result"]["restart_required"] == ["source.fps"],
                   "reload over the control socket: %s" % reply)
+            # A file that --check-config accepts but the daemon cannot apply (a class its detector lacks): SIGHUP
+            # logs why and keeps everything in force.
+            with open(path, "w") as f:
+                json.dump({"guided": {"radius": 12}, "detect": {"classes": "5000"}}, f)
+            d.proc.send_signal(signal.SIGHUP)
+            check(wait_for(lambda: "reload: keeping the configuration in force: detect.classes" in d.log_text(), 10),
+                  "SIGHUP with a file that cannot be applied is logged with the key")
+            check(d.alive() and d.get("guided.radius") == 10 and d.get("detect.classes") == "0",
+                  "SIGHUP with a file that cannot be applied keeps the configuration")
+            rc, reply, err = d.ctl("reload")
+            check(rc == 1 and reply["error"]["class"] == "bad-value" and "detect.classes" in reply["error"]["desc"]
+                  and d.get("guided.radius") == 10, "reload over the control socket names why: %s" % reply)
 
         notify_group()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -704,6 +749,100 @@ def group_lost():
         shutil.rmtree(tmp)
 
 
+class Notify:
+    """A systemd notify socket in the abstract namespace: the env that points maskd at it, and its messages."""
+
+    def __init__(self, tag):
+        self.name = "@maskd-test-%s-%d" % (tag, os.getpid())
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.s.bind("\0" + self.name[1:])
+        self.s.settimeout(0.1)
+
+    def env(self, watchdog_usec):
+        return {"NOTIFY_SOCKET": self.name, "WATCHDOG_USEC": str(watchdog_usec)}
+
+    def collect(self, seconds):
+        """The messages of the next `seconds`."""
+        msgs, end = [], time.time() + seconds
+        while time.time() < end:
+            try:
+                msgs.append(self.s.recv(4096).decode())
+            except socket.timeout:
+                pass
+        return msgs
+
+    def close(self):
+        self.s.close()
+
+
+def check_term(d, what):
+    """SIGTERM: exit 0 within 2 s, the control socket removed, the bus marked closed."""
+    rc, secs = d.stop()
+    check(rc == 0 and secs < 2.0, "%s: SIGTERM: exit %d after %.2f s" % (what, rc, secs))
+    check(not os.path.exists(d.sock), "%s: the control socket is removed" % what)
+    h = shm_header(d.instance)
+    check(h["state"] == 2 and h["pid"] == 0, "%s: the bus is marked closed: %s" % (what, h))
+
+
+def bus_events(instance, seconds):
+    """The events and the number of frames a bus reader gets in `seconds`."""
+    events, frames = [], 0
+    with maskbus.Reader(instance) as r:
+        end = time.time() + seconds
+        while time.time() < end:
+            x = r.next(timeout=0.5)
+            if isinstance(x, maskbus.Event):
+                events.append(x.kind)
+            elif isinstance(x, maskbus.Frame):
+                frames += 1
+    return events, frames
+
+
+def group_watchdog():
+    """While no frame comes (a source that opens but yields none, idle mode): WATCHDOG=1 keeps coming from the
+    processing loop, so does the bus heartbeat (also with a short bus.heartbeat_ms: readers never see the writer
+    gone), the source is retried with backoff, and SIGTERM still ends maskd at once."""
+    n = Notify("wd-lost")  # one socket per maskd: READY=1 waits while the socket's queue is full
+    tmp = tempfile.mkdtemp(prefix="maskd-wd-")
+    try:
+        # A looping JPEG directory without a readable frame: lost, reopened no faster than the backoff allows.
+        src = os.path.join(tmp, "cam")
+        for name in ("a.jpg", "b.jpg"):  # directories: no regular file to read
+            os.makedirs(os.path.join(src, name))
+        with Maskd("wd-lost", "--source", "file:" + src, "--set", "idle.enable=false", "--set",
+                   "source.retry_max_ms=5000", "--set", "bus.heartbeat_ms=20", env=n.env(600000)) as d:
+            msgs = n.collect(3)
+            check(any(m.startswith("READY=1\nSTATUS=waiting for the source") for m in msgs),
+                  "READY=1 while waiting for a source without frames: %s" % [m for m in msgs if "READY" in m])
+            pings = msgs.count("WATCHDOG=1")
+            check(pings >= 8, "WATCHDOG=1 every 200 ms while the source yields nothing: %d in 3 s" % pings)
+            st = d.stats()
+            check(st["state"] == "source-lost" and "no readable frame" in st["state_reason"],
+                  "stats: source-lost (%s: %s)" % (st["state"], st["state_reason"]))
+            opens = d.log_text().count(": jpeg-dir ")
+            check(2 <= opens <= 8, "the source is opened again with backoff, not every 100 ms: %d opens in 3 s"
+                  % opens)
+            events, frames = bus_events(d.instance, 1.5)
+            check("writer_gone" not in events, "no frames, bus.heartbeat_ms=20: the writer stays alive: %s" % events)
+            check_term(d, "source without frames")
+
+        # Running with a short heartbeat, then idle (no bus reader): the source is closed, the watchdog still pinged.
+        n.close()
+        n = Notify("wd-idle")
+        with Maskd("wd-idle", "--set", "idle.timeout_s=1", "--set", "bus.heartbeat_ms=20", env=n.env(600000)) as d:
+            events, frames = bus_events(d.instance, 1.5)
+            check(frames > 20 and "writer_gone" not in events,
+                  "30 fps, bus.heartbeat_ms=20: the writer stays alive: %d frames, %s" % (frames, events))
+            check(d.wait_state("idle", 10), "idle after a second without readers")
+            pings = n.collect(2).count("WATCHDOG=1")
+            check(d.stats()["state"] == "idle" and pings >= 5,
+                  "WATCHDOG=1 every 200 ms while idle: %d in 2 s" % pings)
+            check_term(d, "idle")
+    finally:
+        n.close()
+        shutil.rmtree(tmp)
+
+
 def group_systemd():
     tool = shutil.which("systemd-analyze")
     units = os.environ.get("MASKD_UNITS")
@@ -737,7 +876,7 @@ def group_systemd():
 
 GROUPS = {"cli": group_cli, "testpattern": group_testpattern, "y4m": group_y4m, "otb": group_otb,
           "control": group_control, "signals": group_signals,
-          "idle": group_idle, "lost": group_lost, "systemd": group_systemd}
+          "idle": group_idle, "lost": group_lost, "watchdog": group_watchdog, "systemd": group_systemd}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in GROUPS:

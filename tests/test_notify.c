@@ -1,6 +1,6 @@
 /* test_notify: the sd_notify protocol as systemd receives it — datagrams on a path socket and on an abstract one,
- * the watchdog's rate limit and its WATCHDOG_PID check, malformed NOTIFY_SOCKET values, the environment removed for
- * children, and the no-op without NOTIFY_SOCKET. */
+ * the watchdog's rate limit and its WATCHDOG_PID check, a receiver that does not read, malformed NOTIFY_SOCKET
+ * values, the environment removed for children, and the no-op without NOTIFY_SOCKET. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -115,6 +115,43 @@ static void test_abstract_and_watchdog(void **state)
     close(fd);
 }
 
+/* A receiver that does not read (its queue fills up): the watchdog ping and STATUS= through the no-wait form are
+ * dropped at once, never blocking the caller (alarm: a send that waited would hang here); a dropped ping is due
+ * again at the next call, and goes out once the receiver has read. */
+static void test_full_queue(void **state)
+{
+    (void)state;
+    char name[64], buf[256];
+    snprintf(name, sizeof name, "@mk-notify-full-%d", (int)getpid());
+    int fd = bind_notify(name);
+    setenv("NOTIFY_SOCKET", name, 1);
+    setenv("WATCHDOG_USEC", "3", 1); /* a ping is due every microsecond */
+    unsetenv("WATCHDOG_PID");
+    mk_notify_t *n;
+    assert_int_equal(mk_notify_open(1, &n), 0);
+    alarm(10);
+    int sent = 0, dropped = 0;
+    for (int i = 0; i < 100000 && dropped < 50; i++) {
+        nanosleep(&(struct timespec){0, 2000}, NULL);
+        int rc = mk_notify_watchdog(n);
+        assert_true(rc == 0 || rc == 1);
+        sent += rc;
+        dropped += sent > 0 && rc == 0;
+    }
+    assert_true(sent >= 1);
+    assert_int_equal(dropped, 50);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(mk_notify_sendf_nowait(n, "STATUS=%d", i), 0);
+    alarm(0);
+    for (int i = 0; i < sent; i++)
+        assert_string_equal(recv_msg(fd, buf, sizeof buf), "WATCHDOG=1");
+    assert_false(pending(fd));
+    assert_int_equal(mk_notify_watchdog(n), 1); /* room again: the dropped ping goes out */
+    assert_string_equal(recv_msg(fd, buf, sizeof buf), "WATCHDOG=1");
+    mk_notify_close(n);
+    close(fd);
+}
+
 static void test_disabled_and_malformed(void **state)
 {
     (void)state;
@@ -149,6 +186,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_path_socket),
         cmocka_unit_test(test_abstract_and_watchdog),
+        cmocka_unit_test(test_full_queue),
         cmocka_unit_test(test_disabled_and_malformed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,7 @@
 /* test_source_file: file sources — the otb_man JPEG directory and its MJPEG AVI (same frames, frame count, the
  * AVI's rate; the AVI with its index removed or made absolute), a raw MJPEG stream of the same JPEGs with garbage
- * between them, loop, real-time pacing, held frames, Y4M files of every supported colour space written here, and
- * files that must be refused. */
+ * between them, loop, real-time pacing, held frames, Y4M files of every supported colour space written here, a
+ * directory with empty and unreadable entries, and files that must be refused. */
 #include "testutil.h"
 
 #include "imageio.h"
@@ -523,6 +523,52 @@ static void test_y4m(void **state)
     }
 }
 
+/* A JPEG directory with files that are no frame — an empty one (truncated to nothing), a directory named like a
+ * JPEG — skips and counts them as corrupt and delivers the others; a looping directory with no readable frame at
+ * all ends (EOS) instead of spinning. The source does not decode: any bytes make a frame here. */
+static void test_dir_unreadable(void **state)
+{
+    (void)state;
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/unreadable", tmpdir);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/a.jpg", dir);
+    TU_OK(mk_file_write(path, "\xff\xd8\xff first", 9));
+    snprintf(path, sizeof path, "%s/b.jpg", dir);
+    TU_OK(mk_file_write(path, "", 0));
+    snprintf(path, sizeof path, "%s/c.jpg", dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/d.jpg", dir);
+    TU_OK(mk_file_write(path, "\xff\xd8\xff second", 10));
+    mk_source_t *src = open_file(dir, 0, 0, 0);
+    const char *want[] = {"\xff\xd8\xff first", "\xff\xd8\xff second"};
+    for (int i = 0; i < 2; i++) {
+        mk_frame_t f;
+        assert_int_equal(mk_source_next(src, 1000, &f), MK_SOURCE_FRAME);
+        assert_int_equal(f.len, strlen(want[i]));
+        assert_memory_equal(f.data, want[i], f.len);
+        TU_OK(mk_source_release(src, &f));
+    }
+    mk_frame_t f;
+    assert_int_equal(mk_source_next(src, 1000, &f), MK_SOURCE_EOS);
+    mk_source_stats_t st;
+    mk_source_stats(src, &st);
+    assert_int_equal(st.frames, 2);
+    assert_int_equal(st.corrupt, 2);
+    mk_source_close(src);
+
+    snprintf(path, sizeof path, "%s/a.jpg", dir);
+    TU_OK(mk_file_write(path, "", 0));
+    snprintf(path, sizeof path, "%s/d.jpg", dir);
+    TU_OK(mk_file_write(path, "", 0));
+    src = open_file(dir, 1, 0, 0);
+    assert_int_equal(mk_source_next(src, 1000, &f), MK_SOURCE_EOS);
+    mk_source_stats(src, &st);
+    assert_int_equal(st.frames, 0);
+    assert_int_equal(st.corrupt, 4);
+    mk_source_close(src);
+}
+
 static void test_refused(void **state)
 {
     (void)state;
@@ -551,7 +597,8 @@ int main(void)
         cmocka_unit_test(test_dir_and_avi),   cmocka_unit_test(test_avi_index_variants),
         cmocka_unit_test(test_raw_stream),    cmocka_unit_test(test_loop),
         cmocka_unit_test(test_pacing),        cmocka_unit_test(test_held_frames),
-        cmocka_unit_test(test_y4m),           cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_y4m),           cmocka_unit_test(test_dir_unreadable),
+        cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
