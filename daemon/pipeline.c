@@ -722,7 +722,13 @@ static int process_frame(mk_pipeline_t *p, const mk_decoded_t *d)
     int roi[4];
     uint64_t t_cut = now_ns();
     if (res != MK_SELECT_NONE && mk_select_roi(&box, cfg->select.margin, w, h, MIN_ROI, roi) == 0) {
-        int s = cfg->guided.scale;
+        int s = cfg->guided.scale, side = roi[2] > roi[3] ? roi[2] : roi[3];
+        /* GrabCut works at the guided filter's resolution, or coarser to keep the box within its maximum side */
+        if (mk_cut_method(p->cut) == MK_CFG_CUT_GRABCUT &&
+            (side + cfg->grabcut.roi_max_side - 1) / cfg->grabcut.roi_max_side > s)
+            s = (side + cfg->grabcut.roi_max_side - 1) / cfg->grabcut.roi_max_side;
+        if (s > MK_GUIDED_MAX_SCALE)
+            s = MK_GUIDED_MAX_SCALE;
         int lw = (roi[2] + s - 1) / s, lh = (roi[3] + s - 1) / s;
         if ((rc = ensure(p, &p->low, (w + s - 1) / s, (h + s - 1) / s, MK_FMT_GRAY, mem)))
             return rc;
