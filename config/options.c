@@ -147,8 +147,8 @@ static const mk_opt_t table[] = {
      "The box segmented without a detector, in frame pixels; w or h 0: centred, half the frame's width and "
      "80% of its height."},
     ENUM("cut.method", cut.method, "box", v_cut, LIVE,
-         "How the person is cut out of the chosen box: `grabcut` (GrabCut inside the box, at the guided filter's "
-         "resolution or coarser, see `grabcut.roi_max_side`), `box` (a rounded box) or `ellipse` (the ellipse "
+         "How the person is cut out of the chosen box: `grabcut` (GrabCut inside the box, on the region reduced "
+         "to `grabcut.roi_max_side`), `box` (a rounded box) or `ellipse` (the ellipse "
          "inscribed in the box); the guided filter then refines the cut to full resolution so that its edges "
          "follow the image."),
     INT("grabcut.iterations", grabcut.iterations, "5", 1, 20, LIVE,
@@ -168,7 +168,8 @@ static const mk_opt_t table[] = {
     DBL("guided.eps", guided.eps, "1e-4", 0, 1, LIVE,
         "Guided filter regularisation (guide scaled to [0,1]); larger values smooth across weaker edges."),
     INT("guided.scale", guided.scale, "4", 1, 16, LIVE,
-        "Fast guided filter: coefficients computed at 1/scale resolution (1: the plain guided filter)."),
+        "Fast guided filter: coefficients computed at 1/scale resolution (1: the plain guided filter). With "
+        "`cut.method` grabcut the scale is GrabCut's working reduction instead (`grabcut.roi_max_side`)."),
     ENUM("mask.threshold", mask.threshold, "none", v_thresh, LIVE,
          "Binarise the published mask: `none` (soft edges), `fixed` (at `mask.value`) or `otsu` (Otsu's "
          "threshold of the box)."),

@@ -181,6 +181,13 @@ const char *mk_cut_name(const mk_cut_t *c)
     return c->ops->name;
 }
 
+const char *mk_cut_method_name(int method)
+{
+    if (method < 0 || method >= (int)(sizeof methods / sizeof methods[0]) || !methods[method].run)
+        return "unknown";
+    return methods[method].name;
+}
+
 int mk_cut_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk_config_t *cfg,
                mk_image_t *lowres)
 {
