@@ -37,7 +37,7 @@ typedef struct {
 enum { MK_CFG_BACKEND_AUTO = 0, MK_CFG_BACKEND_CPU = 1, MK_CFG_BACKEND_CUDA = 2 };       /* = mk_backend_t */
 enum { MK_CFG_FORMAT_AUTO = 0, MK_CFG_FORMAT_MJPEG = 1, MK_CFG_FORMAT_YUYV = 2 };
 enum { MK_CFG_LETTERBOX_WARP = 0, MK_CFG_LETTERBOX_DARKNET = 1 };                        /* = mk_letterbox_mode_t */
-enum { MK_CFG_CUT_BOX = 0, MK_CFG_CUT_ELLIPSE = 1 };
+enum { MK_CFG_CUT_BOX = 0, MK_CFG_CUT_ELLIPSE = 1, MK_CFG_CUT_GRABCUT = 2 };
 enum { MK_CFG_KEYFRAME_ALWAYS = 0, MK_CFG_KEYFRAME_INTERVAL = 1, MK_CFG_KEYFRAME_ADAPTIVE = 2 };
 /* mask.threshold: the u8 mask product (kernels/mask.h) none = MK_MASK_ALPHA, fixed = MK_MASK_BINARY (mask.value,
  * mask.feather), otsu = MK_MASK_OTSU. */

@@ -79,7 +79,7 @@ static int check_group(const char *s, char *what, size_t n)
 static const char *const v_backend[] = {"auto", "cpu", "cuda", NULL};
 static const char *const v_format[] = {"auto", "mjpeg", "yuyv", NULL};
 static const char *const v_letterbox[] = {"warp", "darknet", NULL};
-static const char *const v_cut[] = {"box", "ellipse", NULL};
+static const char *const v_cut[] = {"box", "ellipse", "grabcut", NULL};
 static const char *const v_keyframe[] = {"always", "interval", "adaptive", NULL};
 static const char *const v_thresh[] = {"none", "fixed", "otsu", NULL};
 static const char *const v_level[] = {"error", "warn", "info", "debug", "trace", NULL};
@@ -147,9 +147,10 @@ static const mk_opt_t table[] = {
      "The box segmented without a detector, in frame pixels; w or h 0: centred, half the frame's width and "
      "80% of its height."},
     ENUM("cut.method", cut.method, "box", v_cut, LIVE,
-         "How the person is cut out of the chosen box: `box` (a rounded box) or `ellipse` (the ellipse inscribed "
-         "in the box), filled at the mask's resolution and refined by the guided filter so that its edges follow "
-         "the image. GrabCut arrives as a further method."),
+         "How the person is cut out of the chosen box: `grabcut` (GrabCut inside the box, on the region reduced "
+         "to `grabcut.roi_max_side`), `box` (a rounded box) or `ellipse` (the ellipse "
+         "inscribed in the box); the guided filter then refines the cut to full resolution so that its edges "
+         "follow the image."),
     INT("grabcut.iterations", grabcut.iterations, "5", 1, 20, LIVE,
         "GrabCut iterations (GMM estimation and min-cut) of a keyframe."),
     INT("grabcut.roi_max_side", grabcut.roi_max_side, "320", 32, 4096, LIVE,
@@ -167,7 +168,8 @@ static const mk_opt_t table[] = {
     DBL("guided.eps", guided.eps, "1e-4", 0, 1, LIVE,
         "Guided filter regularisation (guide scaled to [0,1]); larger values smooth across weaker edges."),
     INT("guided.scale", guided.scale, "4", 1, 16, LIVE,
-        "Fast guided filter: coefficients computed at 1/scale resolution (1: the plain guided filter)."),
+        "Fast guided filter: coefficients computed at 1/scale resolution (1: the plain guided filter). With "
+        "`cut.method` grabcut the scale is GrabCut's working reduction instead (`grabcut.roi_max_side`)."),
     ENUM("mask.threshold", mask.threshold, "none", v_thresh, LIVE,
          "Binarise the published mask: `none` (soft edges), `fixed` (at `mask.value`) or `otsu` (Otsu's "
          "threshold of the box)."),

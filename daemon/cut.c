@@ -1,9 +1,13 @@
-/* cut: the cut interface and its shape methods (box, ellipse). */
+/* cut: the cut interface and its methods (box, ellipse, grabcut). */
 #include "cut.h"
 
 #include "errors.h"
+#include "grabcut.h"
+#include "log.h"
+#include "resize.h"
 #include "shape.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* The box cut's corner radii, as a fraction of the box's half sides. */
@@ -15,10 +19,22 @@ typedef struct {
                mk_image_t *lowres);
 } cut_ops_t;
 
+/* GrabCut's state across frames: the working images and the model of the last keyframe. */
+typedef struct {
+    mk_image_t small;     /* the ROI at the cut's resolution, colour */
+    mk_image_t labels;    /* GrabCut's four labels at that resolution */
+    mk_gc_model_t model;  /* learnt on the last keyframe */
+    int have_model;
+    mk_rect_t key_rect;   /* the keyframe's rectangle, and its working size */
+    int key_w, key_h;
+    long since_key;       /* frames cut with the model since the keyframe */
+} gc_state_t;
+
 struct mk_cut {
     mk_ctx_t *ctx;
     int method;
     const cut_ops_t *ops;
+    gc_state_t gc;
 };
 
 /* The box in low-resolution pixels, as a rounded rectangle. */
@@ -32,9 +48,103 @@ static int shape_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, co
     return mk_shape_fill(c->ctx, lowres, &b);
 }
 
+/* (Re)allocates img as w x h of `format` in the context's memory unless it already is. */
+static int ensure(mk_ctx_t *ctx, mk_image_t *img, int w, int h, mk_format_t format)
+{
+    if (img->data && img->width == w && img->height == h && img->format == format)
+        return 0;
+    mk_image_free(ctx, img);
+    *img = mk_image_desc(w, h, format, MK_U8);
+    return mk_image_alloc(ctx, img, mk_ctx_mem(ctx));
+}
+
+static double rect_iou(const mk_rect_t *a, const mk_rect_t *b)
+{
+    int x0 = a->x > b->x ? a->x : b->x, y0 = a->y > b->y ? a->y : b->y;
+    int x1 = a->x + a->width < b->x + b->width ? a->x + a->width : b->x + b->width;
+    int y1 = a->y + a->height < b->y + b->height ? a->y + a->height : b->y + b->height;
+    double inter = x1 > x0 && y1 > y0 ? (double)(x1 - x0) * (y1 - y0) : 0.0;
+    double uni = (double)a->width * a->height + (double)b->width * b->height - inter;
+    return uni > 0 ? inter / uni : 0.0;
+}
+
+/* GrabCut on the ROI reduced to the mask's resolution, the box as its rectangle (with a background border of at
+ * least one pixel). A keyframe learns the colour models from the rectangle (grabcut.iterations rounds); the frames
+ * between keyframes reuse them in one fixed-model cut (grabcut.keyframe decides which is which). Where GrabCut
+ * cannot run (a grey frame, a box too small or covering the whole region, no foreground or background), the frame
+ * gets the box cut instead, and the log says why. */
+static int grabcut_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk_config_t *cfg,
+                       mk_image_t *lowres)
+{
+    gc_state_t *st = &c->gc;
+    int lw = lowres->width, lh = lowres->height;
+    int s = (roi->width + lw - 1) / lw;
+    if (s < 1 || (roi->width + s - 1) / s != lw || (roi->height + s - 1) / s != lh)
+        return mk_err_set(MK_EINVAL, "grabcut: a %dx%d mask is no integer reduction of the %dx%d region", lw, lh,
+                          roi->width, roi->height);
+    if (roi->format != MK_FMT_RGB && roi->format != MK_FMT_BGR) {
+        MK_LOG_RL(60000, MK_LOG_WARN, "cut.method grabcut needs colour frames, not %s: cutting the box instead",
+                  mk_format_name(roi->format));
+        return shape_run(c, roi, box, cfg, lowres);
+    }
+    /* The rectangle in working pixels, inside a one-pixel background border. */
+    int x0 = (int)floorf(box->x / s), y0 = (int)floorf(box->y / s);
+    int x1 = (int)ceilf((box->x + box->w) / s), y1 = (int)ceilf((box->y + box->h) / s);
+    x0 = x0 < 1 ? 1 : x0;
+    y0 = y0 < 1 ? 1 : y0;
+    x1 = x1 > lw - 1 ? lw - 1 : x1;
+    y1 = y1 > lh - 1 ? lh - 1 : y1;
+    if (x1 - x0 < 2 || y1 - y0 < 2) {
+        MK_LOG_RL(60000, MK_LOG_INFO, "grabcut: the box is %dx%d pixels at 1/%d: cutting the box instead",
+                  x1 - x0, y1 - y0, s);
+        return shape_run(c, roi, box, cfg, lowres);
+    }
+    mk_rect_t rect = {x0, y0, x1 - x0, y1 - y0};
+    int rc;
+    if ((rc = ensure(c->ctx, &st->small, lw, lh, roi->format)) ||
+        (rc = ensure(c->ctx, &st->labels, lw, lh, MK_FMT_GRAY)) ||
+        (rc = mk_downsample_area(c->ctx, roi, &st->small, s)))
+        return rc;
+    mk_gc_params_t gp = mk_gc_params_default();
+    gp.iterations = cfg->grabcut.iterations;
+    int key = !st->have_model || cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ALWAYS ||
+              st->since_key + 1 >= cfg->grabcut.keyframe_interval;
+    if (!key && cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ADAPTIVE)
+        key = st->key_w != lw || st->key_h != lh || rect_iou(&rect, &st->key_rect) < cfg->grabcut.keyframe_iou;
+    if (key) {
+        rc = mk_grabcut(c->ctx, &st->small, &st->labels, &rect, &gp, &st->model, NULL);
+        st->have_model = rc == 0;
+        st->key_rect = rect;
+        st->key_w = lw;
+        st->key_h = lh;
+        st->since_key = 0;
+    } else {
+        mk_image_t inside = st->labels;
+        inside.data = (uint8_t *)st->labels.data + (size_t)rect.y * st->labels.pitch + (size_t)rect.x;
+        inside.width = rect.width;
+        inside.height = rect.height;
+        inside.owned = 0;
+        if ((rc = mk_image_memset(c->ctx, &st->labels, MK_GC_BGD)) ||
+            (rc = mk_image_memset(c->ctx, &inside, MK_GC_PR_FGD)))
+            return rc;
+        rc = mk_grabcut_cut(c->ctx, &st->small, &st->labels, &st->model, &gp, NULL);
+        st->since_key++;
+    }
+    if (rc == MK_EINVAL || rc == MK_ERANGE) {
+        /* no foreground or background samples, or a degenerate colour model: this frame gets the box */
+        MK_LOG_RL(60000, MK_LOG_INFO, "grabcut: %s: cutting the box instead", mk_err_msg());
+        st->have_model = 0;
+        return shape_run(c, roi, box, cfg, lowres);
+    }
+    if (rc)
+        return rc;
+    return mk_grabcut_binary(c->ctx, &st->labels, lowres);
+}
+
 static const cut_ops_t methods[] = {
     [MK_CFG_CUT_BOX] = {"box", shape_run},
     [MK_CFG_CUT_ELLIPSE] = {"ellipse", shape_run},
+    [MK_CFG_CUT_GRABCUT] = {"grabcut", grabcut_run},
 };
 
 int mk_cut_create(mk_ctx_t *ctx, int method, mk_cut_t **out)
@@ -54,6 +164,10 @@ int mk_cut_create(mk_ctx_t *ctx, int method, mk_cut_t **out)
 
 void mk_cut_destroy(mk_cut_t *c)
 {
+    if (!c)
+        return;
+    mk_image_free(c->ctx, &c->gc.small);
+    mk_image_free(c->ctx, &c->gc.labels);
     free(c);
 }
 
@@ -65,6 +179,13 @@ int mk_cut_method(const mk_cut_t *c)
 const char *mk_cut_name(const mk_cut_t *c)
 {
     return c->ops->name;
+}
+
+const char *mk_cut_method_name(int method)
+{
+    if (method < 0 || method >= (int)(sizeof methods / sizeof methods[0]) || !methods[method].run)
+        return "unknown";
+    return methods[method].name;
 }
 
 int mk_cut_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk_config_t *cfg,

@@ -33,6 +33,8 @@ void mk_cut_destroy(mk_cut_t *c);
 /* The method (MK_CFG_CUT_*) and its name ("box", ...). */
 int mk_cut_method(const mk_cut_t *c);
 const char *mk_cut_name(const mk_cut_t *c);
+/* The name of a method (MK_CFG_CUT_*), "unknown" for none. */
+const char *mk_cut_method_name(int method);
 
 /* Fills `lowres` (whose size fixes the scale: roi->width / lowres->width) from the box (ROI pixels). cfg gives
  * the method's options. Each call is independent of the previous ones for the box cut; methods that track the

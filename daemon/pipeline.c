@@ -762,7 +762,13 @@ static int process_frame(mk_pipeline_t *p, const mk_decoded_t *d)
     int roi[4];
     uint64_t t_cut = now_ns();
     if (res != MK_SELECT_NONE && mk_select_roi(&box, cfg->select.margin, w, h, MIN_ROI, roi) == 0) {
-        int s = cfg->guided.scale;
+        int s = cfg->guided.scale, side = roi[2] > roi[3] ? roi[2] : roi[3];
+        /* GrabCut works on the region reduced just enough that its longer side fits grabcut.roi_max_side; the
+         * guided filter then upsamples from that resolution */
+        if (mk_cut_method(p->cut) == MK_CFG_CUT_GRABCUT)
+            s = (side + cfg->grabcut.roi_max_side - 1) / cfg->grabcut.roi_max_side;
+        if (s > MK_GUIDED_MAX_SCALE)
+            s = MK_GUIDED_MAX_SCALE;
         int lw = (roi[2] + s - 1) / s, lh = (roi[3] + s - 1) / s;
         if ((rc = ensure(p, &p->low, (w + s - 1) / s, (h + s - 1) / s, MK_FMT_GRAY, mem)))
             return rc;
@@ -1299,7 +1305,7 @@ cJSON *mk_pipeline_stats(mk_pipeline_t *p)
     cJSON_AddStringToObject(model, "status", p->model_status);
     cJSON_AddStringToObject(model, "cfg", mcfg);
     cJSON_AddStringToObject(model, "weights", mweights);
-    cJSON_AddStringToObject(o, "cut", cut_method == MK_CFG_CUT_ELLIPSE ? "ellipse" : "box");
+    cJSON_AddStringToObject(o, "cut", mk_cut_method_name(cut_method));
 
     cJSON *t = cJSON_AddObjectToObject(o, "target");
     cJSON_AddStringToObject(t, "from", mk_select_result_name(p->target_from));
