@@ -1,8 +1,10 @@
 /* notify: the systemd service notification protocol (sd_notify(3)) spoken directly: one datagram per message to the
  * AF_UNIX socket named by $NOTIFY_SOCKET (a path, or '@' for the abstract namespace), no libsystemd.
  *
- * maskd sends READY=1 after the first published mask, STATUS=... once a second, WATCHDOG=1 from its processing
- * loop when $WATCHDOG_USEC is set (and $WATCHDOG_PID, if set, is this process), STOPPING=1 on shutdown. Without
+ * maskd sends READY=1 after the first published mask (or, with a STATUS= saying why, as soon as the pipeline knows
+ * that one is not coming soon: the source is absent or lost, a file ended, the first frames all failed), STATUS=...
+ * once a second, WATCHDOG=1 from its processing loop when $WATCHDOG_USEC is set (and $WATCHDOG_PID, if set, is
+ * this process), STOPPING=1 on shutdown. Without
  * $NOTIFY_SOCKET every call is a cheap no-op. READY=1 and STOPPING=1 wait while the receiver's queue is full; the
  * periodic WATCHDOG=1 and STATUS= (mk_notify_sendf_nowait) are dropped instead.
  *

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <math.h>
 #include <pthread.h>
@@ -23,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The longest the process thread waits for a frame before it runs its housekeeping (less when the bus heartbeat
  * needs it: tick_ms). */
@@ -36,6 +39,9 @@
 #define MAX_DETS 256
 /* Smallest region of interest cut, in pixels per side. */
 #define MIN_ROI 4
+/* Failed frames (corrupt at the source or the decoder, processing errors) after which READY=1 goes out although
+ * no mask was published yet. */
+#define READY_AFTER_FAILURES 10
 
 /* A frame copied out of the source (the source's buffer goes back at once). */
 typedef struct {
@@ -213,6 +219,23 @@ uint64_t mk_pipeline_published(mk_pipeline_t *p)
     return atomic_load(&p->published.n);
 }
 
+/* READY=1 with a STATUS= saying why, unless it went out already: normally after the first published mask, earlier
+ * when the pipeline knows that a mask is not coming soon (the source is lost or absent, a file ended, the first
+ * frames all failed), so that systemd's start does not time out on a daemon that is up. Any thread. */
+static void ready_once(mk_pipeline_t *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void ready_once(mk_pipeline_t *p, const char *fmt, ...)
+{
+    if (!p->notify || atomic_exchange(&p->ready_sent, 1))
+        return;
+    char status[600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(status, sizeof status, fmt, ap);
+    va_end(ap);
+    mk_notify_sendf(p->notify, "READY=1\nSTATUS=%s", status);
+}
+
 /* ---- configuration ------------------------------------------------------------------------------------------ */
 
 /* Apply hook of every option (process thread, under cfg_mu, after the whole change is in p->cfg). */
@@ -343,17 +366,19 @@ static void source_config(const mk_config_t *cfg, mk_source_config_t *sc)
 }
 
 /* 1 when a file: spec names an MJPEG AVI or a Y4M file: those carry their own frame rate, which source.fps
- * (meant for JPEG directories and raw streams) does not override. */
+ * (meant for JPEG directories and raw streams) does not override. Regular files only, opened without waiting (an
+ * open() of a FIFO blocks until a writer comes; the source then refuses it). */
 static int file_has_rate(const char *spec)
 {
     if (strncmp(spec, "file:", 5))
         return 0;
-    FILE *f = fopen(spec + 5, "rbe");
-    if (!f)
+    int fd = open(spec + 5, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return 0;
+    struct stat st;
     unsigned char h[12] = {0};
-    size_t n = fread(h, 1, sizeof h, f);
-    fclose(f);
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, h, sizeof h, 0) : 0;
+    close(fd);
     return (n == 12 && !memcmp(h, "RIFF", 4) && !memcmp(h + 8, "AVI ", 4)) || (n >= 9 && !memcmp(h, "YUV4MPEG2", 9));
 }
 
@@ -417,8 +442,7 @@ static void note_lost(mk_pipeline_t *p, const char *why)
     set_state(p, MK_PIPE_SOURCE_LOST, "%s", why);
     /* Before the first mask, systemd is told that maskd is up and waiting for its source, so that a camera
      * that is absent at boot does not fail the unit. */
-    if (p->notify && !atomic_exchange(&p->ready_sent, 1))
-        mk_notify_sendf(p->notify, "READY=1\nSTATUS=waiting for the source: %.200s", why);
+    ready_once(p, "waiting for the source: %.200s", why);
 }
 
 /* Sleeps up to ms, returning early on stop or a change of the idle request. */
@@ -561,6 +585,7 @@ static void *capture_main(void *arg)
         if (rc == MK_SOURCE_EOS && !p->boot.source.loop) {
             close_source(p, &src);
             set_state(p, MK_PIPE_ENDED, "%s ended (source.loop is off)", p->boot.source.spec);
+            ready_once(p, "ended: %.300s ended (source.loop is off)", p->boot.source.spec);
             while (!atomic_load(&p->stop))
                 capture_wait(p, 1000, want_idle(p));
             break;
@@ -883,8 +908,7 @@ static int process_frame(mk_pipeline_t *p, const mk_decoded_t *d)
     p->target_from = res;
     pthread_mutex_unlock(&p->stats_mu);
 
-    if (p->notify && !atomic_exchange(&p->ready_sent, 1))
-        mk_notify_sendf(p->notify, "READY=1\nSTATUS=running: first mask published (%dx%d)", w, h);
+    ready_once(p, "running: first mask published (%dx%d)", w, h);
     return 0;
 }
 
@@ -949,6 +973,26 @@ static void stats_tick(mk_pipeline_t *p, uint64_t now)
     }
 }
 
+/* READY=1 when the first READY_AFTER_FAILURES frames all failed: without a published mask every failure so far is
+ * one of an unbroken run from the start. */
+static void ready_if_failing(mk_pipeline_t *p)
+{
+    if (!p->notify || atomic_load(&p->ready_sent))
+        return;
+    mk_decode_stats_t ds;
+    mk_decode_stats(p->dec, &ds);
+    pthread_mutex_lock(&p->stats_mu);
+    uint64_t src = p->src_total.corrupt + p->src_cur.corrupt;
+    pthread_mutex_unlock(&p->stats_mu);
+    uint64_t errors = atomic_load(&p->errors), failed = src + ds.corrupt + errors;
+    if (failed >= READY_AFTER_FAILURES)
+        ready_once(p,
+                   "no mask yet: the first %llu frames failed (%llu corrupt at the source, %llu at the decoder, %llu "
+                   "processing errors); still trying",
+                   (unsigned long long)failed, (unsigned long long)src, (unsigned long long)ds.corrupt,
+                   (unsigned long long)errors);
+}
+
 /* The housekeeping of a frame boundary. */
 static void boundary(mk_pipeline_t *p)
 {
@@ -963,6 +1007,7 @@ static void boundary(mk_pipeline_t *p)
     if ((unsigned)now_state < sizeof bus_state / sizeof bus_state[0] && now_state != MK_PIPE_STOPPING)
         maskbus_writer_set_source_state(p->bus, bus_state[now_state]);
     take_apply(p);
+    ready_if_failing(p);
     mk_notify_watchdog(p->notify);
     heartbeat(p);
     uint64_t now = now_ns();

@@ -8,7 +8,9 @@
  *                            format preference are negotiated to the nearest mode the driver offers (logged)
  *   file:PATH                PATH is a directory of JPEGs (*.jpg, *.jpeg, in version order of their names), an
  *                            MJPEG AVI (RIFF; idx1 index or a scan of the movi list), a raw MJPEG stream
- *                            (concatenated JPEGs) or a Y4M file; the kind is read from the content, not the name
+ *                            (concatenated JPEGs) or a Y4M file; the kind is read from the content, not the name;
+ *                            anything but a regular file or a directory (a FIFO, a device) is refused at once
+ *                            (MK_EUNSUPPORTED), never opened for reading (a FIFO's open would wait for a writer)
  *
  * Frames. mk_source_next() hands out one frame, either compressed (MK_FRAME_MJPEG: the JPEG bytes, which may lack
  * Huffman tables: decode.h inserts them) or raw (MK_FRAME_RAW: a host mk_image_t in YUYV, RGB or BGR). A Y4M file is

@@ -117,16 +117,47 @@ static int is_jpeg_name(const struct dirent *e)
     return e->d_name[0] != '.' && dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
 }
 
-static int read_whole(const char *path, slot_t *sl)
+static const char *file_type(mode_t m)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
+/* Opens a regular file for reading, never waiting: O_NONBLOCK, because an open() of a FIFO without a writer
+ * blocks until one comes (a pipeline thread stuck there would never see a stop request). Anything but a regular
+ * file is refused with MK_EUNSUPPORTED ("PATH is a FIFO: NEED"). Returns the descriptor (blocking reads again),
+ * or a negative code with a message; *st receives the file's status. */
+static int open_regular(const char *path, const char *need, struct stat *st)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return mk_err_set(MK_EIO, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
     int rc = 0;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = mk_err_set(MK_EIO, "%s is not a readable regular file", path);
-    } else if ((size_t)st.st_size > FRAME_MAX) {
+    if (fstat(fd, st) != 0)
+        rc = mk_err_set(MK_EIO, "cannot stat %s: %s", path, strerror(errno));
+    else if (!S_ISREG(st->st_mode))
+        rc = mk_err_set(MK_EUNSUPPORTED, "%s is %s: %s", path, file_type(st->st_mode), need);
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+        rc = mk_err_set(MK_EIO, "%s: fcntl: %s", path, strerror(errno));
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+static int read_whole(const char *path, slot_t *sl)
+{
+    struct stat st;
+    int fd = open_regular(path, "a regular file is needed", &st);
+    if (fd < 0)
+        return fd;
+    int rc = 0;
+    if ((size_t)st.st_size > FRAME_MAX) {
         rc = mk_err_set(MK_EFORMAT, "%s: %lld bytes is too large for a frame", path, (long long)st.st_size);
     } else if (!(rc = slot_reserve(sl, (size_t)st.st_size + 1))) {
         ssize_t n = pread_full(fd, sl->data, (size_t)st.st_size, 0);
@@ -721,9 +752,10 @@ int mk_source_file_open(mk_source_t *s, const char *path)
         }
     } else {
         u8 magic[12] = {0};
-        f->fd = open(path, O_RDONLY | O_CLOEXEC);
+        f->fd = open_regular(path, "a regular file or a directory is needed", &st);
         if (f->fd < 0) {
-            rc = mk_err_set(MK_EIO, "cannot open %s: %s", path, strerror(errno));
+            rc = f->fd;
+            f->fd = -1;
         } else if (pread_full(f->fd, magic, sizeof magic, 0) < 3) {
             rc = mk_err_set(MK_EFORMAT, "%s is too short for a video file", path);
         } else if (!memcmp(magic, "RIFF", 4) && !memcmp(magic + 8, "AVI ", 4)) {
@@ -733,12 +765,12 @@ int mk_source_file_open(mk_source_t *s, const char *path)
         } else if (!memcmp(magic, "YUV4MPEG2 ", 10)) {
             f->kind = K_Y4M;
             s->info.kind = "y4m";
-            close(f->fd);
-            f->fd = -1;
-            if (!(f->y4m = fopen(path, "rbe")))
+            if (!(f->y4m = fdopen(f->fd, "rb"))) {
                 rc = mk_err_set(MK_EIO, "cannot open %s: %s", path, strerror(errno));
-            else
+            } else {
+                f->fd = -1; /* the stream owns it */
                 rc = y4m_open(f, s, &fps);
+            }
         } else if (magic[0] == 0xFF && magic[1] == 0xD8 && magic[2] == 0xFF) {
             f->kind = K_MJPEG;
             s->info.kind = "mjpeg";

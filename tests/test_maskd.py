@@ -799,9 +799,10 @@ def bus_events(instance, seconds):
 
 
 def group_watchdog():
-    """While no frame comes (a source that opens but yields none, idle mode): WATCHDOG=1 keeps coming from the
-    processing loop, so does the bus heartbeat (also with a short bus.heartbeat_ms: readers never see the writer
-    gone), the source is retried with backoff, and SIGTERM still ends maskd at once."""
+    """While no frame comes (a source that opens but yields none, a FIFO, idle mode): WATCHDOG=1 keeps coming from
+    the processing loop, so does the bus heartbeat (also with a short bus.heartbeat_ms: readers never see the writer
+    gone), the source is retried with backoff, and SIGTERM still ends maskd at once. READY=1 goes out also when no
+    mask can come: a file that ends before the first, first frames that all fail."""
     n = Notify("wd-lost")  # one socket per maskd: READY=1 waits while the socket's queue is full
     tmp = tempfile.mkdtemp(prefix="maskd-wd-")
     try:
@@ -825,6 +826,46 @@ def group_watchdog():
             events, frames = bus_events(d.instance, 1.5)
             check("writer_gone" not in events, "no frames, bus.heartbeat_ms=20: the writer stays alive: %s" % events)
             check_term(d, "source without frames")
+
+        # A FIFO as the file source: refused at once, never opened for reading (that would wait for a writer and
+        # hang the capture thread): lost and retried with backoff, and SIGTERM still ends maskd at once.
+        fifo = os.path.join(tmp, "pipe.mjpeg")
+        os.mkfifo(fifo)
+        with Maskd("wd-fifo", "--source", "file:" + fifo, "--set", "idle.enable=false") as d:
+            check(d.wait_state("source-lost", 10), "a FIFO source: source-lost")
+            reason = d.stats().get("state_reason", "")
+            check("is a FIFO" in reason and "regular file" in reason, "stats say why: %s" % reason)
+            check_term(d, "FIFO source")
+
+        # READY=1 also when no mask comes: a file that ends (source.loop off) before the first mask ...
+        n.close()
+        n = Notify("wd-ended")
+        clip = os.path.join(tmp, "empty.y4m")
+        with open(clip, "wb") as f:
+            f.write(b"YUV4MPEG2 W64 H48 F25:1 C420jpeg\n")
+        with Maskd("wd-ended", "--source", "file:" + clip, "--set", "source.loop=false", env=n.env(600000)) as d:
+            ready = [m for m in n.collect(2) if m.startswith("READY=1")]
+            check(len(ready) == 1 and "\nSTATUS=ended: " in ready[0] and "source.loop is off" in ready[0],
+                  "READY=1 with STATUS= when the file ends before a mask: %s" % ready)
+            check(d.alive() and d.stats()["state"] == "ended", "maskd stays up in state ended")
+            check_term(d, "ended before a mask")
+
+        # ... and a source whose first frames all fail (none decodes): READY=1 saying so, maskd goes on.
+        n.close()
+        n = Notify("wd-failing")
+        bad = os.path.join(tmp, "bad")
+        os.makedirs(bad)
+        for i in range(5):
+            with open(os.path.join(bad, "%02d.jpg" % i), "wb") as f:
+                f.write(b"\xff\xd8\xff\xe0 not a JPEG")
+        with Maskd("wd-failing", "--source", "file:" + bad, "--set", "idle.enable=false", env=n.env(600000)) as d:
+            ready = [m for m in n.collect(3) if m.startswith("READY=1")]
+            check(len(ready) == 1 and "\nSTATUS=no mask yet: " in ready[0] and "frames failed" in ready[0],
+                  "READY=1 with STATUS= when the first frames all fail: %s" % ready)
+            st = d.stats()
+            check(d.alive() and st["frames"]["published"] == 0 and st["frames"]["corrupt"] >= 10,
+                  "no mask, the failures counted: %s" % st["frames"])
+            check_term(d, "failing frames")
 
         # Running with a short heartbeat, then idle (no bus reader): the source is closed, the watchdog still pinged.
         n.close()

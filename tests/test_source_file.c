@@ -1,18 +1,21 @@
 /* test_source_file: file sources — the otb_man JPEG directory and its MJPEG AVI (same frames, frame count, the
  * AVI's rate; the AVI with its index removed or made absolute), a raw MJPEG stream of the same JPEGs with garbage
  * between them, loop, real-time pacing, held frames, Y4M files of every supported colour space written here, a
- * directory with empty and unreadable entries, and files that must be refused. */
+ * directory with empty and unreadable entries, and files that must be refused (a FIFO, which must not block the
+ * open). */
 #include "testutil.h"
 
 #include "imageio.h"
 #include "mjpeg.h"
 #include "source.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static char tmpdir[256];
 
@@ -591,6 +594,51 @@ static void test_refused(void **state)
     assert_null(src);
 }
 
+/* A FIFO (or a device) is no file source: refused at once with a clear error, never waited on (an open() of a FIFO
+ * without a writer blocks); a FIFO named like a JPEG in a directory is skipped as corrupt. An alarm turns a hang
+ * into a failure. */
+static void test_fifo(void **state)
+{
+    (void)state;
+    char path[600], spec[700];
+    mk_source_t *src = NULL;
+    alarm(20);
+    snprintf(path, sizeof path, "%s/pipe.mjpeg", tmpdir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    snprintf(spec, sizeof spec, "file:%s", path);
+    int64_t t0 = now_ns();
+    assert_int_equal(mk_source_open(spec, NULL, &src), MK_EUNSUPPORTED);
+    assert_true(now_ns() - t0 < 1000000000);
+    assert_null(src);
+    assert_non_null(strstr(mk_err_msg(), "is a FIFO"));
+    assert_non_null(strstr(mk_err_msg(), "a regular file or a directory is needed"));
+    assert_int_equal(mk_source_open("file:/dev/null", NULL, &src), MK_EUNSUPPORTED);
+    assert_non_null(strstr(mk_err_msg(), "is a character device"));
+
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/fifodir", tmpdir);
+    mkdir(dir, 0700);
+    snprintf(path, sizeof path, "%s/a.jpg", dir);
+    TU_OK(mk_file_write(path, "\xff\xd8\xff first", 9));
+    snprintf(path, sizeof path, "%s/b.jpg", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    snprintf(path, sizeof path, "%s/c.jpg", dir);
+    TU_OK(mk_file_write(path, "\xff\xd8\xff second", 10));
+    src = open_file(dir, 0, 0, 0);
+    mk_frame_t f;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(mk_source_next(src, 1000, &f), MK_SOURCE_FRAME);
+        assert_int_equal(f.len, i ? 10 : 9);
+        TU_OK(mk_source_release(src, &f));
+    }
+    assert_int_equal(mk_source_next(src, 1000, &f), MK_SOURCE_EOS);
+    mk_source_stats_t st;
+    mk_source_stats(src, &st);
+    assert_int_equal(st.corrupt, 1);
+    mk_source_close(src);
+    alarm(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -598,7 +646,7 @@ int main(void)
         cmocka_unit_test(test_raw_stream),    cmocka_unit_test(test_loop),
         cmocka_unit_test(test_pacing),        cmocka_unit_test(test_held_frames),
         cmocka_unit_test(test_y4m),           cmocka_unit_test(test_dir_unreadable),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_refused),       cmocka_unit_test(test_fifo),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
