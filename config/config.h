@@ -52,6 +52,7 @@ struct mk_config {
         int format; /* MK_CFG_FORMAT_* */
         int loop, realtime;
         int timeout_ms, retry_max_ms;
+        char controls[MK_CFG_STR_MAX]; /* mk_cfg_controls_parse() */
     } source;
     int backend; /* MK_CFG_BACKEND_* */
     struct {
@@ -108,6 +109,23 @@ struct mk_config {
         int level; /* mk_log_level_t */
     } log;
 };
+
+/* source.controls: device controls as "name=value" items separated by commas, e.g.
+ * "exposure_time_absolute=150, brightness=128". Spaces around items, names and values are allowed; a name is
+ * letters, digits and '_' (at most MK_CFG_CONTROL_NAME_MAX - 1 of them; source.h matches it against the device's
+ * normalised control names), a value a decimal integer of 32 bits (V4L2 control values), no name twice (in any
+ * case), at most MK_CFG_CONTROLS_MAX items; the empty string is no control. */
+#define MK_CFG_CONTROLS_MAX 32
+#define MK_CFG_CONTROL_NAME_MAX 40
+
+typedef struct {
+    char name[MK_CFG_CONTROL_NAME_MAX];
+    long long value;
+} mk_cfg_control_t;
+
+/* Parses a source.controls value into out (MK_CFG_CONTROLS_MAX entries; NULL: only check it). Returns the number
+ * of controls, or MK_EINVAL with what is wrong, and where, in err (may be NULL). */
+int mk_cfg_controls_parse(const char *s, mk_cfg_control_t *out, char *err, size_t n);
 
 /* Every option at its default. */
 void mk_config_defaults(mk_config_t *cfg);

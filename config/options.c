@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- syntax checks of string options ----------------------------------------------------------------------- */
 
@@ -52,6 +53,84 @@ static int check_classes(const char *s, char *what, size_t n)
             return MK_EINVAL;
         }
     }
+}
+
+static const char *skip_spaces(const char *p)
+{
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+static int controls_fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int controls_fail(char *err, size_t n, const char *fmt, ...)
+{
+    if (err && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, n, fmt, ap);
+        va_end(ap);
+    }
+    return MK_EINVAL;
+}
+
+int mk_cfg_controls_parse(const char *s, mk_cfg_control_t *out, char *err, size_t n)
+{
+    mk_cfg_control_t seen[MK_CFG_CONTROLS_MAX];
+    if (!out)
+        out = seen;
+    int count = 0;
+    if (!*s)
+        return 0;
+    for (const char *p = s;;) {
+        int item = count + 1;
+        const char *name = p = skip_spaces(p);
+        while (isalnum((unsigned char)*p) || *p == '_')
+            p++;
+        int len = (int)(p - name);
+        if (!len)
+            return controls_fail(err, n, "item %d: a control name (letters, digits, '_') expected", item);
+        if (len >= MK_CFG_CONTROL_NAME_MAX)
+            return controls_fail(err, n, "item %d: the name is longer than %d characters", item,
+                                 MK_CFG_CONTROL_NAME_MAX - 1);
+        if (count == MK_CFG_CONTROLS_MAX)
+            return controls_fail(err, n, "more than %d controls", MK_CFG_CONTROLS_MAX);
+        mk_cfg_control_t *c = &out[count];
+        memcpy(c->name, name, (size_t)len);
+        c->name[len] = '\0';
+        p = skip_spaces(p);
+        if (*p != '=')
+            return controls_fail(err, n, "item %d (%s): '=' and a value expected", item, c->name);
+        p = skip_spaces(p + 1);
+        int neg = *p == '-';
+        p += neg;
+        const char *digits_at = p;
+        long long v = 0;
+        for (; *p >= '0' && *p <= '9'; p++)
+            if ((v = v * 10 + (*p - '0')) > 2147483648LL)
+                return controls_fail(err, n, "item %d (%s): the value is outside the 32-bit range", item, c->name);
+        if (p == digits_at)
+            return controls_fail(err, n, "item %d (%s): the value is not an integer", item, c->name);
+        c->value = neg ? -v : v;
+        if (c->value > 2147483647LL)
+            return controls_fail(err, n, "item %d (%s): the value is outside the 32-bit range", item, c->name);
+        for (int i = 0; i < count; i++)
+            if (!strcasecmp(out[i].name, c->name))
+                return controls_fail(err, n, "control %s given twice", c->name);
+        count++;
+        p = skip_spaces(p);
+        if (!*p)
+            return count;
+        if (*p != ',')
+            return controls_fail(err, n, "item %d (%s): ',' or the end expected after the value", item, c->name);
+        p++;
+    }
+}
+
+static int check_controls(const char *s, char *what, size_t n)
+{
+    snprintf(what, n, "comma-separated V4L2 controls name=value with integer values (empty: none)");
+    return mk_cfg_controls_parse(s, NULL, NULL, 0) < 0 ? MK_EINVAL : 0;
 }
 
 /* A group name as useradd accepts it ([a-z_][a-z0-9_-]*, optionally ending in $), or a number. */
@@ -114,6 +193,12 @@ static const mk_opt_t table[] = {
         "backoff."),
     INT("source.retry_max_ms", source.retry_max_ms, "5000", 100, 600000, 0,
         "Longest wait between attempts to reopen a lost camera (the wait doubles from 100 ms up to this)."),
+    STR("source.controls", source.controls, "", check_controls, LIVE,
+        "Camera (V4L2) controls, as `name=value` pairs separated by commas, e.g. "
+        "`exposure_time_absolute=150,brightness=128` (names as `maskctl stats` lists them under "
+        "`source.controls.available`); applied at the next frame after a change and again whenever the camera is "
+        "reopened; controls dropped from the list go back to their defaults. A control the camera refuses is "
+        "logged and shown in `stats`; other sources have no controls."),
     ENUM("backend", backend, "auto", v_backend, 0,
          "Compute backend: `auto` uses CUDA when it is built in and a GPU is usable, else the CPU."),
     STR("detect.cfg", detect.cfg, "", NULL, 0,

@@ -121,6 +121,11 @@ struct mk_pipeline {
     mk_source_stats_t src_total; /* of closed sources, summed */
     mk_source_stats_t src_cur;   /* of the open source */
     uint64_t src_lost_events;
+    /* source.controls: the commit's hook counts changes in ctrl_gen; the capture thread applies the list at its
+     * next frame boundary and describes the outcome and the device's controls in src_controls (stats
+     * "source.controls", replaced under stats_mu) */
+    atomic_uint ctrl_gen;
+    cJSON *src_controls;
 
     /* counters */
     counter_t captured, decoded, det_runs, dets, processed, published;
@@ -247,6 +252,8 @@ static void on_change(void *user, const mk_opt_t *o, const mk_config_t *cfg)
     MK_INFO("config: %s = %s", o->name, v);
     if (!strcmp(o->name, "log.level") && !getenv("MASKD_LOG")) {
         mk_log_set_level((mk_log_level_t)cfg->log.level);
+    } else if (!strcmp(o->name, "source.controls")) {
+        atomic_fetch_add(&p->ctrl_gen, 1);
     } else if (!strcmp(o->name, "detect.classes")) {
         p->classes = p->next_classes;
         p->single_class = mk_select_class_single(&p->classes);
@@ -445,6 +452,83 @@ static void note_lost(mk_pipeline_t *p, const char *why)
     ready_once(p, "waiting for the source: %.200s", why);
 }
 
+/* The stats object "source.controls" with nothing in it yet. */
+static cJSON *controls_stats(void)
+{
+    cJSON *c = cJSON_CreateObject();
+    if (c && (!cJSON_AddObjectToObject(c, "applied") || !cJSON_AddArrayToObject(c, "errors") ||
+              !cJSON_AddArrayToObject(c, "available"))) {
+        cJSON_Delete(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Capture thread: applies source.controls to the open source after a change of the option or a fresh open; logs
+ * each control applied or refused (on a source without controls once per list: they need a V4L2 camera);
+ * describes the outcome and the device's controls (range, default, current value) for stats. `prev` holds the
+ * list applied before and receives this one. Returns 1 when the device vanished meanwhile (apply again once it is
+ * back), else 0. */
+static int apply_controls(mk_pipeline_t *p, mk_source_t *src, char *prev, size_t prev_size)
+{
+    char list[MK_CFG_STR_MAX];
+    pthread_mutex_lock(&p->cfg_mu);
+    snprintf(list, sizeof list, "%s", p->cfg.source.controls);
+    pthread_mutex_unlock(&p->cfg_mu);
+    mk_source_control_result_t r[MK_SOURCE_APPLY_MAX];
+    int n = mk_source_apply_controls(src, list, prev, r);
+    if (n < 0) { /* the option's check makes this impossible */
+        MK_ERROR("source.controls: %s", mk_err_msg());
+        n = 0;
+    }
+    int new_list = strcmp(list, prev) != 0, vanished = 0;
+    snprintf(prev, prev_size, "%s", list);
+    cJSON *c = controls_stats();
+    cJSON *applied = cJSON_GetObjectItem(c, "applied"), *errors = cJSON_GetObjectItem(c, "errors");
+    cJSON *avail = cJSON_GetObjectItem(c, "available");
+    for (int i = 0; i < n; i++) {
+        const mk_source_control_result_t *x = &r[i];
+        vanished |= x->rc == MK_ENODEV;
+        if (x->rc == MK_EUNSUPPORTED) {
+            if (new_list && i == 0)
+                MK_WARN("source.controls: %s: not applied", x->error);
+        } else if (x->rc) {
+            MK_WARN("source.controls: %s", x->error);
+        } else {
+            MK_INFO("source.controls: %s = %lld%s", x->name, (long long)x->value,
+                    x->reset ? " (its default: no longer in the list)" : "");
+        }
+        if (x->rc && errors) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "control", x->name);
+            cJSON_AddNumberToObject(e, "value", (double)x->value);
+            cJSON_AddStringToObject(e, "error", x->error);
+            cJSON_AddItemToArray(errors, e);
+        } else if (!x->reset) {
+            cJSON_AddNumberToObject(applied, x->name, (double)x->value);
+        }
+    }
+    const mk_source_control_t *dev;
+    int ndev = mk_source_controls(src, &dev);
+    for (int k = 0; avail && k < ndev; k++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", dev[k].name);
+        cJSON_AddNumberToObject(o, "min", (double)dev[k].min);
+        cJSON_AddNumberToObject(o, "max", (double)dev[k].max);
+        cJSON_AddNumberToObject(o, "step", (double)dev[k].step);
+        cJSON_AddNumberToObject(o, "default", (double)dev[k].def);
+        int64_t cur;
+        if (mk_source_get_control(src, dev[k].name, &cur) == 0)
+            cJSON_AddNumberToObject(o, "current", (double)cur);
+        cJSON_AddItemToArray(avail, o);
+    }
+    pthread_mutex_lock(&p->stats_mu);
+    cJSON_Delete(p->src_controls);
+    p->src_controls = c;
+    pthread_mutex_unlock(&p->stats_mu);
+    return vanished;
+}
+
 /* Sleeps up to ms, returning early on stop or a change of the idle request. */
 static void capture_wait(mk_pipeline_t *p, int ms, int idle_now)
 {
@@ -515,6 +599,9 @@ static void *capture_main(void *arg)
     mk_pipeline_t *p = arg;
     mk_source_t *src = NULL;
     int backoff_ms = 0;
+    char ctrl_prev[MK_CFG_STR_MAX] = ""; /* source.controls as last applied */
+    unsigned ctrl_done = 0;              /* the ctrl_gen applied */
+    int ctrl_due = 0;                    /* the source (opened afresh, or back) needs its controls */
     while (!atomic_load(&p->stop)) {
         if (want_idle(p)) {
             close_source(p, &src);
@@ -532,6 +619,12 @@ static void *capture_main(void *arg)
                 capture_wait(p, backoff_ms, 0);
                 continue;
             }
+            ctrl_due = 1;
+        }
+        unsigned gen = atomic_load(&p->ctrl_gen);
+        if ((ctrl_due || gen != ctrl_done) && mk_source_state(src) == MK_SOURCE_STATE_OPEN) {
+            ctrl_due = apply_controls(p, src, ctrl_prev, sizeof ctrl_prev);
+            ctrl_done = gen;
         }
         mk_frame_t f;
         int rc = mk_source_next(src, 100, &f);
@@ -1191,6 +1284,8 @@ int mk_pipeline_create(const mk_pipeline_opts_t *opts, const mk_config_t *cfg, m
     }
     if (!rc)
         rc = mk_cut_create(p->ctx, cfg->cut.method, &p->cut);
+    if (!rc && !(p->src_controls = controls_stats()))
+        rc = mk_err_set(MK_ENOMEM, "out of memory");
     mk_decode_config_t dc;
     mk_decode_config_init(&dc);
     dc.threads = cfg->pipeline.decode_threads;
@@ -1287,6 +1382,7 @@ void mk_pipeline_destroy(mk_pipeline_t *p)
     mk_detector_close(p->det);
     mk_ctx_destroy(p->ctx);
     mk_opt_hooks_free(p->hooks);
+    cJSON_Delete(p->src_controls);
     pthread_mutex_destroy(&p->cfg_mu);
     pthread_mutex_destroy(&p->apply_mu);
     pthread_mutex_destroy(&p->idle_mu);
@@ -1343,6 +1439,7 @@ cJSON *mk_pipeline_stats(mk_pipeline_t *p)
     cJSON_AddNumberToObject(src, "lost", (double)p->src_lost_events);
     cJSON_AddNumberToObject(src, "reopens", (double)(p->src_total.reopens + p->src_cur.reopens));
     cJSON_AddNumberToObject(src, "loops", (double)(p->src_total.loops + p->src_cur.loops));
+    cJSON_AddItemToObject(src, "controls", cJSON_Duplicate(p->src_controls, 1));
     uint64_t src_corrupt = p->src_total.corrupt + p->src_cur.corrupt;
     uint64_t drv_dropped = p->src_total.dropped + p->src_cur.dropped;
 

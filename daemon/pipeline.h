@@ -1,7 +1,9 @@
 /* pipeline: maskd's frame pipeline — stages on threads joined by bounded queues that drop the oldest frame when a
  * stage falls behind (latency first), from the capture source to the frame bus:
  *
- *   capture thread   source (mk_source_next) -> a copy of the frame -> capture queue (pipeline.queue_depth)
+ *   capture thread   source (mk_source_next) -> a copy of the frame -> capture queue (pipeline.queue_depth); it
+ *                    also applies source.controls to the source (mk_source_apply_controls) at its next frame after
+ *                    a change and after opening the source afresh
  *   decode feeder    capture queue -> decode pool (mk_decode: MJPEG on pipeline.decode_threads workers, raw frames
  *                    passed through, order kept, corrupt frames counted and skipped)
  *   process thread   decode pool -> its ready queue (pipeline.queue_depth) -> upload -> YUYV to RGB -> detect

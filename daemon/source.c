@@ -2,15 +2,19 @@
  * backend. */
 #include "source_internal.h"
 
+#include "config.h"
 #include "errors.h"
 #include "log.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <linux/videodev2.h>
 
 #define TESTPATTERN_W 640
 #define TESTPATTERN_H 480
@@ -328,12 +332,32 @@ void mk_source_stats(const mk_source_t *src, mk_source_stats_t *st)
         *st = src->stats;
 }
 
+void mk_source_control_name(const char *in, char *out, size_t n)
+{
+    size_t o = 0;
+    int gap = 0;
+    for (; *in && o + 1 < n; in++) {
+        unsigned char c = (unsigned char)*in;
+        if (isalnum(c)) {
+            if (gap && o)
+                out[o++] = '_';
+            if (o + 1 < n)
+                out[o++] = (char)tolower(c);
+            gap = 0;
+        } else {
+            gap = 1;
+        }
+    }
+    out[o] = '\0';
+}
+
 int mk_source_set_control(mk_source_t *src, const char *name, int64_t value)
 {
     if (!src || !name)
         return mk_err_set(MK_EINVAL, "mk_source_set_control: NULL argument");
     if (!src->ops->set_control)
-        return mk_err_set(MK_EUNSUPPORTED, "source %s has no controls", src->info.kind);
+        return mk_err_set(MK_EUNSUPPORTED, "source %s has no controls (controls need a V4L2 camera)",
+                          src->info.kind);
     return src->ops->set_control(src, name, value);
 }
 
@@ -342,7 +366,8 @@ int mk_source_get_control(mk_source_t *src, const char *name, int64_t *value)
     if (!src || !name || !value)
         return mk_err_set(MK_EINVAL, "mk_source_get_control: NULL argument");
     if (!src->ops->get_control)
-        return mk_err_set(MK_EUNSUPPORTED, "source %s has no controls", src->info.kind);
+        return mk_err_set(MK_EUNSUPPORTED, "source %s has no controls (controls need a V4L2 camera)",
+                          src->info.kind);
     return src->ops->get_control(src, name, value);
 }
 
@@ -354,4 +379,64 @@ int mk_source_controls(const mk_source_t *src, const mk_source_control_t **list)
     if (!src->ops->controls)
         return 0;
     return src->ops->controls(src, list);
+}
+
+/* 1 when `list` has a control whose normalised name is `norm`. */
+static int names_control(const mk_cfg_control_t *list, int n, const char *norm)
+{
+    for (int i = 0; i < n; i++) {
+        char c[sizeof list[i].name];
+        mk_source_control_name(list[i].name, c, sizeof c);
+        if (!strcmp(c, norm))
+            return 1;
+    }
+    return 0;
+}
+
+static void result(mk_source_control_result_t *r, const char *name, int64_t value, int reset, int rc)
+{
+    snprintf(r->name, sizeof r->name, "%.*s", (int)sizeof r->name - 1, name);
+    r->value = value;
+    r->reset = reset;
+    r->rc = rc;
+    snprintf(r->error, sizeof r->error, "%s", rc ? mk_err_msg() : "");
+}
+
+_Static_assert(MK_SOURCE_APPLY_MAX >= 2 * MK_CFG_CONTROLS_MAX, "a list's controls and the previous list's");
+
+int mk_source_apply_controls(mk_source_t *src, const char *list, const char *previous,
+                             mk_source_control_result_t *res)
+{
+    if (!src || !list || !res)
+        return mk_err_set(MK_EINVAL, "mk_source_apply_controls: NULL argument");
+    mk_cfg_control_t want[MK_CFG_CONTROLS_MAX], prev[MK_CFG_CONTROLS_MAX];
+    char err[256];
+    int nwant = mk_cfg_controls_parse(list, want, err, sizeof err);
+    if (nwant < 0)
+        return mk_err_set(MK_EINVAL, "source controls \"%s\": %s", list, err);
+    int nprev = previous ? mk_cfg_controls_parse(previous, prev, NULL, 0) : 0;
+    if (nprev < 0)
+        nprev = 0;
+    int n = 0;
+    /* Back to their defaults first, so that the list's values come last. */
+    const mk_source_control_t *dev;
+    int ndev = mk_source_controls(src, &dev);
+    for (int i = 0; i < nprev; i++) {
+        char norm[sizeof prev[i].name];
+        mk_source_control_name(prev[i].name, norm, sizeof norm);
+        if (names_control(want, nwant, norm) || names_control(prev, i, norm))
+            continue;
+        for (int k = 0; k < ndev; k++)
+            if (!strcmp(dev[k].name, norm) && dev[k].type != V4L2_CTRL_TYPE_BUTTON &&
+                !(dev[k].flags & V4L2_CTRL_FLAG_READ_ONLY)) {
+                int rc = mk_source_set_control(src, dev[k].name, dev[k].def);
+                result(&res[n++], dev[k].name, dev[k].def, 1, rc);
+                break;
+            }
+    }
+    for (int i = 0; i < nwant; i++) {
+        int rc = mk_source_set_control(src, want[i].name, want[i].value);
+        result(&res[n++], want[i].name, want[i].value, 0, rc);
+    }
+    return n;
 }

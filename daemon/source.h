@@ -172,6 +172,18 @@ typedef struct {
     uint32_t flags;         /* V4L2_CTRL_FLAG_* */
 } mk_source_control_t;
 
+/* One control tried by mk_source_apply_controls(). */
+typedef struct {
+    char name[40];   /* as the list names it (a reset one: the device's name) */
+    int64_t value;   /* the value set (a reset one: the device's default) */
+    int reset;       /* 1: dropped from the list, set back to its default */
+    int rc;          /* 0: applied; else the refusal's MK_E* code (as mk_source_set_control) */
+    char error[256]; /* the refusal's message ("" when applied) */
+} mk_source_control_result_t;
+
+/* The most results mk_source_apply_controls() gives: a list's controls and those reset. */
+#define MK_SOURCE_APPLY_MAX 64
+
 /* Opens the source named by `spec` with `cfg` (NULL: defaults). */
 int mk_source_open(const char *spec, const mk_source_config_t *cfg, mk_source_t **out);
 /* Stops streaming, unmaps and frees everything; frames still held become invalid. NULL is a no-op. */
@@ -201,6 +213,15 @@ void mk_source_stats(const mk_source_t *src, mk_source_stats_t *st);
 int mk_source_set_control(mk_source_t *src, const char *name, int64_t value);
 int mk_source_get_control(mk_source_t *src, const char *name, int64_t *value);
 int mk_source_controls(const mk_source_t *src, const mk_source_control_t **list);
+/* Applies a control list in the syntax of the option source.controls (config.h: mk_cfg_controls_parse(), e.g.
+ * "exposure_time_absolute=150,brightness=128"): each control with mk_source_set_control(), in order; one that is
+ * refused (unknown, read-only, out of range, refused by the driver) does not stop the others. The controls that
+ * `previous` (the list applied before; NULL or "": none) names and `list` does not are set back to the device's
+ * defaults. On a source without controls every control of `list` is refused with MK_EUNSUPPORTED. Writes one
+ * result per control tried to res (room for MK_SOURCE_APPLY_MAX) and returns their number; MK_EINVAL (nothing
+ * tried) for a list that does not parse. */
+int mk_source_apply_controls(mk_source_t *src, const char *list, const char *previous,
+                             mk_source_control_result_t *res);
 
 /* "frame", "timeout", "eos", "lost", or the error's name (MK_EINVAL ...): for log lines. */
 const char *mk_source_status_name(int status);

@@ -49,6 +49,9 @@ int mk_source_v4l2_open(mk_source_t *s, const char *path);
 int mk_source_file_open(mk_source_t *s, const char *path);
 int mk_source_testpattern_open(mk_source_t *s, int width, int height, double fps);
 
+/* A control name normalised as mk_source_control_t says ("Exposure Time, Absolute" -> "exposure_time_absolute"). */
+void mk_source_control_name(const char *in, char *out, size_t n);
+
 /* Puts an open source in the lost state (stats, backoff schedule, a log line saying why). */
 void mk_source_mark_lost(mk_source_t *s, const char *why);
 

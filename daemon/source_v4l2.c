@@ -131,26 +131,6 @@ static int is_mjpeg(uint32_t f)
     return f == V4L2_PIX_FMT_MJPEG || f == V4L2_PIX_FMT_JPEG;
 }
 
-/* "Exposure Time, Absolute" -> "exposure_time_absolute". */
-static void normalise(const char *in, char *out, size_t n)
-{
-    size_t o = 0;
-    int gap = 0;
-    for (; *in && o + 1 < n; in++) {
-        unsigned char c = (unsigned char)*in;
-        if (isalnum(c)) {
-            if (gap && o)
-                out[o++] = '_';
-            if (o + 1 < n)
-                out[o++] = (char)tolower(c);
-            gap = 0;
-        } else {
-            gap = 1;
-        }
-    }
-    out[o] = '\0';
-}
-
 /* ---- negotiation ----------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -408,7 +388,7 @@ static void enum_controls(v4l2_t *v)
             char name[sizeof q.name + 1];
             memcpy(name, q.name, sizeof q.name);
             name[sizeof q.name] = '\0';
-            normalise(name, c->name, sizeof c->name);
+            mk_source_control_name(name, c->name, sizeof c->name);
             c->id = q.id;
             c->type = (int)q.type;
             c->min = q.minimum;
@@ -424,7 +404,7 @@ static void enum_controls(v4l2_t *v)
 static const mk_source_control_t *find_control(const v4l2_t *v, const char *name)
 {
     char want[64];
-    normalise(name, want, sizeof want);
+    mk_source_control_name(name, want, sizeof want);
     for (int i = 0; i < v->nctrls; i++)
         if (!strcmp(v->ctrls[i].name, want))
             return &v->ctrls[i];

@@ -96,7 +96,7 @@ static void test_table(void **state)
         "grabcut.roi_max_side", "grabcut.keyframe", "guided.radius", "guided.eps", "guided.scale",
         "mask.threshold", "mask.value", "mask.feather", "mask.alpha", "bus.slots", "bus.mode", "bus.group",
         "bus.frame", "pipeline.queue_depth", "pipeline.decode_threads", "idle.enable", "idle.timeout_s",
-        "control.max_clients", "control.max_line_bytes", "log.level"};
+        "control.max_clients", "control.max_line_bytes", "log.level", "source.controls"};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         assert_non_null(mk_options_find(required[i]));
     assert_int_equal(def.control.max_clients, 64);
@@ -105,6 +105,8 @@ static void test_table(void **state)
     assert_string_equal(def.source.spec, "testpattern");
     assert_int_equal(def.log.level, 2); /* MK_LOG_INFO */
     assert_false(opt("source.size")->flags & MK_OPT_LIVE);
+    assert_true(opt("source.controls")->flags & MK_OPT_LIVE);
+    assert_string_equal(def.source.controls, "");
     assert_true(opt("grabcut.iterations")->flags & MK_OPT_LIVE);
 }
 
@@ -218,6 +220,18 @@ static const value_case_t text_cases[] = {
     {"bus.group", "9lives", NULL, MK_EINVAL},
     {"detect.cfg", "/usr/share/maskd/yolo \"fastest\".cfg", NULL, 0},
     {"detect.cfg", "", NULL, 0},
+    {"source.controls", "", NULL, 0},
+    {"source.controls", "brightness=128", NULL, 0},
+    {"source.controls", "exposure_absolute=150, brightness=-64", NULL, 0},
+    {"source.controls", "exposure_absolute=150,", NULL, MK_EINVAL},
+    {"source.controls", "brightness", NULL, MK_EINVAL},
+    {"source.controls", "brightness=", NULL, MK_EINVAL},
+    {"source.controls", "brightness=1.5", NULL, MK_EINVAL},
+    {"source.controls", "brightness=0x10", NULL, MK_EINVAL},
+    {"source.controls", "brightness=2147483648", NULL, MK_EINVAL},
+    {"source.controls", "bright ness=1", NULL, MK_EINVAL},
+    {"source.controls", "brightness=1,Brightness=2", NULL, MK_EINVAL},
+    {"source.controls", " ", NULL, MK_EINVAL},
 };
 
 static void test_values_text(void **state)
@@ -256,6 +270,9 @@ static void test_values_text(void **state)
     assert_string_equal(err, "source.spec: expected testpattern, v4l2:DEVICE or file:PATH, got \"cam\"");
     assert_int_equal(mk_opt_parse_text(opt("bus.mode"), "9", &c, err, sizeof err), MK_EINVAL);
     assert_string_equal(err, "bus.mode: expected octal mode string 0000..0777, got \"9\"");
+    assert_int_equal(mk_opt_parse_text(opt("source.controls"), "exposure=fast", &c, err, sizeof err), MK_EINVAL);
+    assert_string_equal(err, "source.controls: expected comma-separated V4L2 controls name=value with integer "
+                             "values (empty: none), got \"exposure=fast\"");
     /* Length limit of string fields: 1023 bytes fit, 1024 do not. */
     char long_path[MK_CFG_STR_MAX + 1];
     memset(long_path, 'a', sizeof long_path);
@@ -302,6 +319,9 @@ static const value_case_t json_cases[] = {
     {"detect.classes", "\"0,1\"", "0,1", 0},
     {"detect.classes", "0", NULL, MK_EINVAL},
     {"source.spec", "\"camera\"", NULL, MK_EINVAL},
+    {"source.controls", "\"brightness=1, zoom_absolute=2\"", "brightness=1, zoom_absolute=2", 0},
+    {"source.controls", "\"brightness\"", NULL, MK_EINVAL},
+    {"source.controls", "{\"brightness\": 1}", NULL, MK_EINVAL},
 };
 
 static void test_values_json(void **state)
@@ -349,6 +369,73 @@ static void test_values_json(void **state)
     assert_int_equal(mk_config_get_text(&c, "nope", buf, sizeof buf), MK_EINVAL);
 }
 
+/* source.controls: the parsed list, and where a bad one goes wrong. */
+typedef struct {
+    const char *input;
+    int count;                /* or MK_EINVAL */
+    const char *names[3];
+    long long values[3];
+    const char *err;          /* a part of the message */
+} controls_case_t;
+
+static const controls_case_t controls_cases[] = {
+    {"", 0, {NULL}, {0}, NULL},
+    {"brightness=128", 1, {"brightness"}, {128}, NULL},
+    {" exposure_time_absolute = 150 ,Brightness=-64,auto_exposure=1 ", 3,
+     {"exposure_time_absolute", "Brightness", "auto_exposure"}, {150, -64, 1}, NULL},
+    {"gain=2147483647,zoom=-2147483648", 2, {"gain", "zoom"}, {2147483647LL, -2147483648LL}, NULL},
+    {"gain=2147483648", MK_EINVAL, {NULL}, {0}, "item 1 (gain): the value is outside the 32-bit range"},
+    {"gain=-2147483649", MK_EINVAL, {NULL}, {0}, "item 1 (gain): the value is outside the 32-bit range"},
+    {"gain=99999999999999999999999", MK_EINVAL, {NULL}, {0}, "outside the 32-bit range"},
+    {"a=1,,b=2", MK_EINVAL, {NULL}, {0}, "item 2: a control name"},
+    {"a=1,", MK_EINVAL, {NULL}, {0}, "item 2: a control name"},
+    {"a=1;b=2", MK_EINVAL, {NULL}, {0}, "item 1 (a): ',' or the end expected"},
+    {"a 1", MK_EINVAL, {NULL}, {0}, "item 1 (a): '=' and a value expected"},
+    {"a=+1", MK_EINVAL, {NULL}, {0}, "item 1 (a): the value is not an integer"},
+    {"a=1 2", MK_EINVAL, {NULL}, {0}, "',' or the end expected"},
+    {"gain=1,GAIN=2", MK_EINVAL, {NULL}, {0}, "control GAIN given twice"},
+    {"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa=1", MK_EINVAL, {NULL}, {0}, "longer than 39 characters"},
+};
+
+static void test_controls_parse(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof controls_cases / sizeof controls_cases[0]; i++) {
+        const controls_case_t *tc = &controls_cases[i];
+        mk_cfg_control_t out[MK_CFG_CONTROLS_MAX];
+        char err[256] = "";
+        int n = mk_cfg_controls_parse(tc->input, out, err, sizeof err);
+        if (n != tc->count)
+            fail_msg("case %zu '%s': %d (%s), expected %d", i, tc->input, n, err, tc->count);
+        assert_int_equal(mk_cfg_controls_parse(tc->input, NULL, NULL, 0), tc->count);
+        if (n < 0) {
+            if (!strstr(err, tc->err))
+                fail_msg("case %zu '%s': message '%s' lacks '%s'", i, tc->input, err, tc->err);
+            continue;
+        }
+        for (int k = 0; k < n; k++) {
+            assert_string_equal(out[k].name, tc->names[k]);
+            assert_int_equal(out[k].value, tc->values[k]);
+        }
+    }
+    /* At most MK_CFG_CONTROLS_MAX controls. */
+    char list[2048] = "";
+    for (int i = 0; i <= MK_CFG_CONTROLS_MAX; i++) {
+        size_t len = strlen(list);
+        snprintf(list + len, sizeof list - len, "%sc%d=%d", i ? "," : "", i, i);
+        mk_cfg_control_t out[MK_CFG_CONTROLS_MAX];
+        char err[256] = "";
+        int n = mk_cfg_controls_parse(list, out, err, sizeof err);
+        if (i < MK_CFG_CONTROLS_MAX) {
+            assert_int_equal(n, i + 1);
+            assert_int_equal(out[i].value, i);
+        } else {
+            assert_int_equal(n, MK_EINVAL);
+            assert_non_null(strstr(err, "more than 32 controls"));
+        }
+    }
+}
+
 /* ---- round trips over every key ------------------------------------------------------------------------------ */
 
 /* A configuration where every option differs from its default, with awkward values (many-digit doubles, quotes
@@ -393,6 +480,8 @@ static void all_changed(mk_config_t *c)
                 snprintf(v, sizeof v, "person,1,traffic light");
             else if (!strcmp(o->name, "bus.group"))
                 snprintf(v, sizeof v, "video");
+            else if (!strcmp(o->name, "source.controls"))
+                snprintf(v, sizeof v, "brightness=-5, exposure_time_absolute=150");
             else
                 snprintf(v, sizeof v, "/opt/m\xc3\xa4sk/\"%s\"\\x.bin", o->name);
             break;
@@ -926,7 +1015,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),          cmocka_unit_test(test_values_text),
-        cmocka_unit_test(test_values_json),    cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_values_json),    cmocka_unit_test(test_controls_parse),
+        cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_files),          cmocka_unit_test(test_transactions),
         cmocka_unit_test(test_markdown_and_list), cmocka_unit_test(test_default_file),
         cmocka_unit_test(test_docs),

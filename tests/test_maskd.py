@@ -283,6 +283,28 @@ def group_testpattern():
               "a bad value refuses the whole set: %s" % reply)
         rc, reply, err = d.ctl("set", "cut.method=ellipse")
         check(rc == 0 and d.stats()["cut"] == "ellipse", "cut.method=ellipse applied")
+
+        # Camera controls on the test pattern: accepted (the option is live), logged and reported as not
+        # applicable, the daemon goes on; a list that does not parse is refused naming the key.
+        st = d.stats()
+        check(st["source"]["controls"] == {"applied": {}, "errors": [], "available": []},
+              "stats: no controls yet: %s" % st["source"].get("controls"))
+        rc, reply, err = d.ctl("set", "source.controls=exposure_absolute=150, brightness=128")
+        check(rc == 0 and reply["result"]["changed"] == 1, "source.controls set on the test pattern: %s %s"
+              % (reply, err))
+        check(d.get("source.controls") == "exposure_absolute=150, brightness=128", "source.controls get")
+        check(wait_for(lambda: "controls need a V4L2 camera" in d.log_text(), 5),
+              "source.controls on the test pattern is logged as not applicable")
+        ctl = wait_for(lambda: (lambda c: c if c["errors"] else None)(d.stats()["source"]["controls"]), 5)
+        check(ctl and ctl["applied"] == {} and [e["control"] for e in ctl["errors"]] == ["exposure_absolute",
+                                                                                      "brightness"]
+              and all("V4L2 camera" in e["error"] for e in ctl["errors"]) and ctl["errors"][1]["value"] == 128,
+              "stats report the controls refused: %s" % ctl)
+        rc, reply, err = d.ctl("set", "source.controls=brightness")
+        check(rc == 1 and reply["error"]["class"] == "bad-value" and "source.controls" in reply["error"]["desc"],
+              "a malformed control list is refused: %s" % reply)
+        lines, rc, err = maskcat(d.instance, 5)
+        check(d.alive() and rc == 0 and len(lines) == 5, "masks flow after source.controls")
         # Classes the detector does not have pass the option table but cannot take effect: the set is refused
         # whole (nothing applied), never acknowledged and ignored.
         for classes in ("5000", "person"):
@@ -326,8 +348,11 @@ def group_y4m():
     try:
         clip = os.path.join(tmp, "clip.y4m")
         write_y4m(clip, 320, 240, 20)
-        with Maskd("y4m", "--source", "file:" + clip, "--set", "bus.frame=true") as d:
+        with Maskd("y4m", "--source", "file:" + clip, "--set", "bus.frame=true", "--set",
+                   "source.controls=gain=3") as d:
             lines, rc, err = maskcat(d.instance, 50)
+            check(d.log_text().count("controls need a V4L2 camera") == 1,
+                  "source.controls from the start on a file source: logged once as not applicable")
             check(rc == 0, "maskcat on a Y4M clip: %s" % err)
             check_stream(lines, 50, 320, 240, "Y4M clip")
             fr = read_frames(d.instance, 2)

@@ -1,13 +1,18 @@
 /* test_source_v4l2: the V4L2 source against an emulated device behind the system-call seam — mode negotiation
  * (formats, discrete and stepwise sizes, frame intervals, preferences), mmap streaming (DQBUF/QBUF, buffer
  * timestamps, sequence gaps, error-flagged buffers, the held-frame limit), frame timeouts, the device vanishing
- * mid-stream, reopening with backoff, controls, and teardown. */
+ * mid-stream, reopening with backoff, controls (one by one, as a source.controls list, and by the pipeline's capture
+ * thread after a live change), and teardown. */
 #include "testutil.h"
 
+#include "config.h"
+#include "pipeline.h"
 #include "source.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +73,7 @@ typedef struct {
     int nctrls;
     /* records */
     int opens, closes, s_fmt, s_parm, reqbufs_asked, mmaps, munmaps, qbufs, streamoffs, s_ctrls;
+    pthread_t dq_thread, s_ctrl_thread; /* the threads of the last DQBUF and S_CTRL */
     int64_t open_ns[64];
 } fake_t;
 
@@ -361,6 +367,7 @@ static int fake_ioctl(void *u, int fd, unsigned long req, void *arg)
         }
         if (!F.streaming || !F.produce || F.qn == 0)
             return fail_errno(EAGAIN);
+        F.dq_thread = pthread_self();
         int idx = F.queue[0];
         memmove(F.queue, F.queue + 1, (size_t)--F.qn * sizeof F.queue[0]);
         if (F.dequeues == F.gap_at)
@@ -418,6 +425,7 @@ static int fake_ioctl(void *u, int fd, unsigned long req, void *arg)
                     return 0;
                 }
                 F.s_ctrls++;
+                F.s_ctrl_thread = pthread_self();
                 if (c->value < F.ctrls[i].min || c->value > F.ctrls[i].max)
                     return fail_errno(ERANGE);
                 F.ctrls[i].value = c->value;
@@ -942,6 +950,179 @@ static void test_controls(void **state)
     mk_source_close(src);
 }
 
+/* A control list as the option source.controls gives it: every control tried, the refused ones reported without
+ * stopping the others; controls dropped from the list go back to their defaults; other sources refuse every one. */
+static void test_apply_controls(void **state)
+{
+    (void)state;
+    mk_source_config_t c = config(640, 480, 30, MK_PIXFMT_AUTO);
+    mk_source_t *src = open_fake(&c);
+    mk_source_control_result_t r[MK_SOURCE_APPLY_MAX];
+    const char *list = "exposure_time_absolute=300, Brightness=10,zoom=1,pan_absolute=0,auto_exposure=9";
+    assert_int_equal(mk_source_apply_controls(src, list, NULL, r), 5);
+    assert_int_equal(F.ctrls[2].value, 300);
+    assert_int_equal(F.ctrls[0].value, 10);
+    assert_int_equal(F.ctrls[1].value, 3);
+    const struct {
+        const char *name;
+        int64_t value;
+        int rc;
+        const char *error;
+    } want[] = {
+        {"exposure_time_absolute", 300, 0, ""},
+        {"Brightness", 10, 0, ""},
+        {"zoom", 1, MK_EINVAL, "/dev/video7 has no control 'zoom'"},
+        {"pan_absolute", 0, MK_EINVAL, "/dev/video7: control pan_absolute is read-only"},
+        {"auto_exposure", 9, MK_ERANGE, "/dev/video7: auto_exposure = 9 outside 0..3"},
+    };
+    for (int i = 0; i < 5; i++) {
+        assert_string_equal(r[i].name, want[i].name);
+        assert_int_equal(r[i].value, want[i].value);
+        assert_int_equal(r[i].rc, want[i].rc);
+        assert_string_equal(r[i].error, want[i].error);
+        assert_false(r[i].reset);
+    }
+
+    /* A new list: the controls dropped from it that the device can take go back to their defaults first. */
+    assert_int_equal(mk_source_apply_controls(src, "brightness=20", list, r), 3);
+    assert_string_equal(r[0].name, "exposure_time_absolute");
+    assert_true(r[0].reset && r[0].rc == 0 && r[0].value == 156);
+    assert_string_equal(r[1].name, "auto_exposure");
+    assert_true(r[1].reset && r[1].rc == 0 && r[1].value == 3);
+    assert_string_equal(r[2].name, "brightness");
+    assert_true(!r[2].reset && r[2].rc == 0 && r[2].value == 20);
+    assert_int_equal(F.ctrls[2].value, 156);
+    assert_int_equal(F.ctrls[0].value, 20);
+
+    /* The values are remembered for a reopen; a list that does not parse tries nothing. */
+    int s_ctrls = F.s_ctrls;
+    assert_int_equal(mk_source_apply_controls(src, "brightness=1,", "brightness=20", r), MK_EINVAL);
+    assert_non_null(strstr(mk_err_msg(), "item 2: a control name"));
+    assert_int_equal(F.s_ctrls, s_ctrls);
+    assert_int_equal(mk_source_apply_controls(src, "", "", r), 0);
+    F.vanish_after = F.dequeues;
+    mk_frame_t f;
+    assert_int_equal(mk_source_next(src, 1000, &f), MK_SOURCE_LOST);
+    F.present = 1;
+    F.vanish_after = -1;
+    F.ctrls[0].value = 0;
+    TU_OK(mk_source_reopen(src, 2000));
+    assert_int_equal(F.ctrls[0].value, 20);
+    mk_source_close(src);
+
+    /* Other sources: every control refused, saying that controls need a V4L2 camera. */
+    TU_OK(mk_source_open("testpattern:64x48", NULL, &src));
+    assert_int_equal(mk_source_apply_controls(src, "brightness=1,gain=2", NULL, r), 2);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(r[i].rc, MK_EUNSUPPORTED);
+        assert_non_null(strstr(r[i].error, "controls need a V4L2 camera"));
+    }
+    assert_string_equal(r[1].name, "gain");
+    assert_int_equal(mk_source_apply_controls(src, "", "brightness=1", r), 0);
+    mk_source_close(src);
+}
+
+/* stats "source.controls" of a running pipeline. */
+static cJSON *pipeline_controls(mk_pipeline_t *p)
+{
+    cJSON *st = mk_pipeline_stats(p);
+    assert_non_null(st);
+    cJSON *c = cJSON_DetachItemFromObject(cJSON_GetObjectItem(st, "source"), "controls");
+    cJSON_Delete(st);
+    assert_non_null(c);
+    return c;
+}
+
+static int applied(const cJSON *c, const char *name, int value)
+{
+    const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "applied"), name);
+    return cJSON_IsNumber(v) && v->valueint == value;
+}
+
+static int current(const cJSON *c, const char *name)
+{
+    const cJSON *o;
+    cJSON_ArrayForEach(o, cJSON_GetObjectItem(c, "available"))
+        if (!strcmp(cJSON_GetObjectItem(o, "name")->valuestring, name))
+            return cJSON_GetObjectItem(o, "current")->valueint;
+    fail_msg("no control %s in source.controls.available", name);
+    return 0;
+}
+
+/* The pipeline applies source.controls on its capture thread (the one that dequeues the frames): at the start,
+ * and after a live change at its next frame; refused controls are reported in stats, dropped ones reset. */
+static void test_pipeline_controls(void **state)
+{
+    (void)state;
+    F.modes[F.nmodes++] = (fake_mode_t){V4L2_PIX_FMT_YUYV, 160, 120, {30}};
+    mk_config_t cfg;
+    mk_config_defaults(&cfg);
+    TU_OK(mk_config_set_text(&cfg, "source.spec", "v4l2:/dev/video7"));
+    TU_OK(mk_config_set_text(&cfg, "source.size", "160x120"));
+    TU_OK(mk_config_set_text(&cfg, "source.format", "yuyv"));
+    TU_OK(mk_config_set_text(&cfg, "source.controls", "brightness=10, zoom=1"));
+    TU_OK(mk_config_set_text(&cfg, "backend", "cpu"));
+    TU_OK(mk_config_set_text(&cfg, "idle.enable", "false"));
+    char instance[64];
+    snprintf(instance, sizeof instance, "tv4l2-%d", (int)getpid());
+    mk_pipeline_opts_t opts = {instance, NULL, &fake_sys};
+    mk_pipeline_t *p;
+    TU_OK(mk_pipeline_create(&opts, &cfg, &p));
+    TU_OK(mk_pipeline_start(p));
+
+    cJSON *c = NULL;
+    for (int i = 0; i < 500 && !(c && applied(c, "brightness", 10)); i++) {
+        cJSON_Delete(c);
+        sleep_ms(10);
+        c = pipeline_controls(p);
+    }
+    assert_true(applied(c, "brightness", 10));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(c, "applied")), 1);
+    const cJSON *errors = cJSON_GetObjectItem(c, "errors");
+    assert_int_equal(cJSON_GetArraySize(errors), 1);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(errors, 0), "control")->valuestring, "zoom");
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(errors, 0), "error")->valuestring,
+                        "/dev/video7 has no control 'zoom'");
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(c, "available")), 4);
+    assert_int_equal(current(c, "brightness"), 10);
+    assert_int_equal(current(c, "exposure_time_absolute"), 156);
+    cJSON_Delete(c);
+
+    /* A live change, committed by the process thread: the capture thread applies it at its next frame. */
+    mk_config_t now;
+    mk_pipeline_get_config(p, &now);
+    mk_config_txn_t *t = mk_config_txn_new(&now, MK_CFG_TXN_LIVE);
+    TU_OK(mk_config_txn_set(t, "source.controls", "exposure_time_absolute=300"));
+    assert_int_equal(mk_pipeline_apply(p, t, 2000), 1);
+    mk_config_txn_free(t);
+    c = NULL;
+    for (int i = 0; i < 500 && !(c && applied(c, "exposure_time_absolute", 300)); i++) {
+        cJSON_Delete(c);
+        sleep_ms(10);
+        c = pipeline_controls(p);
+    }
+    assert_true(applied(c, "exposure_time_absolute", 300));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(c, "applied")), 1);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(c, "errors")), 0);
+    assert_int_equal(current(c, "brightness"), 0); /* dropped from the list: back to its default */
+    assert_int_equal(current(c, "exposure_time_absolute"), 300);
+    cJSON_Delete(c);
+    for (int i = 0; i < 500 && !mk_pipeline_published(p); i++)
+        sleep_ms(10);
+    assert_true(mk_pipeline_published(p) > 0); /* and masks came from the camera's frames */
+    mk_pipeline_destroy(p);
+
+    assert_int_equal(F.ctrls[0].value, 0);
+    assert_int_equal(F.ctrls[2].value, 300);
+    assert_true(pthread_equal(F.s_ctrl_thread, F.dq_thread));
+    assert_false(pthread_equal(F.s_ctrl_thread, pthread_self()));
+    char shm[128];
+    snprintf(shm, sizeof shm, "/dev/shm/maskd.%s", instance);
+    unlink(shm);
+    snprintf(shm, sizeof shm, "/dev/shm/maskd.%s.readers", instance);
+    unlink(shm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -955,6 +1136,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_vanish_and_return, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_for_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_controls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_apply_controls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipeline_controls, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
