@@ -565,6 +565,7 @@ static const struct {
     {"threshold", "binarise a gray image with a fixed or Otsu threshold", cmd_threshold},
     {"forward", "run a Darknet network on a raw input tensor, write the yolo outputs", mt_forward},
     {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|all|detect)", mt_bench},
+    {"bus-bench", "benchmark the frame bus with reader processes, print JSON (also a test writer)", mt_bus_bench},
     {"demo", "run the kernels on a built-in scene (no camera or data needed)", cmd_demo},
     {"info", "print the backends and devices this build can use", cmd_info},
 };

@@ -19,6 +19,7 @@ int mt_source_image(const char *path, mk_format_t format, int w, int h, mk_image
 void mt_print_json(cJSON *doc, int pretty);
 
 int mt_bench(int argc, char **argv);
+int mt_bus_bench(int argc, char **argv);
 /* `masktool bench detect`: argv[0] is "detect" (clients/masktool_detect_bench.c). */
 int mt_bench_detect(int argc, char **argv);
 int mt_forward(int argc, char **argv);

@@ -184,7 +184,7 @@ static int build_shapes(mk_net_t *net)
             return fail(net, l, MK_EFORMAT, "output %dx%dx%d is too large", l->out_w, l->out_h, l->out_c);
     }
     if (!net->n_yolo)
-        MK_WARN("%s: no [yolo] layer: the network has no detection output", net->cfg_name);
+        MK_DEBUG("%s: no [yolo] layer: the network has no detection output", net->cfg_name);
     return 0;
 }
 

@@ -123,7 +123,7 @@ struct mk_net {
     mk_layer_t *layers;
     int n_yolo;
     int yolo[MK_NET_MAX_YOLO]; /* layer indices of the yolo layers, in order */
-    int fp16;
+    int fp16;             /* opts->fp16: the CUDA backend runs convolutions in FP16 (yolo outputs stay F32) */
     /* The weights file's header (zeros for random weights). */
     int major, minor, revision;
     uint64_t seen;
@@ -145,7 +145,8 @@ const char *mk_act_name(mk_act_t a);
 /* The weights (darknet_weights.c), into each convolution's weights and biases with batch norm folded.
  * mk_net_weights_parse reads a Darknet weights file's bytes: the header (major, minor, revision as int32, then
  * `seen` as uint64 when major * 10 + minor >= 2 and both are below 1000 (the transposed-format marker), else as
- * uint32), then per convolution in cfg order: biases[filters], if batch_normalize scales[filters],
+ * uint32: pjreddie's rule; AlexeyAB's loader drops the "below 1000" part, which only matters for those old
+ * transposed files, and a wrong guess shows as a 4-byte size mismatch), then per convolution in cfg order: biases[filters], if batch_normalize scales[filters],
  * rolling_mean[filters] and rolling_variance[filters], then weights. The size must match the cfg exactly.
  * mk_net_weights_random draws the same quantities from a seeded generator. */
 int mk_net_weights_parse(mk_net_t *net, const void *data, size_t len, const char *name);

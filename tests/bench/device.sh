@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: build with CUDA, run every test suite, benchmark the kernels on the CUDA and
 # CPU backends and OpenCV on the CPU, write logs and JSON under $OUT. Needs .device/ (../shared/device/stage.sh,
-# DATA="images grabcut middlebury") carried along. Usage: bash tests/bench/device.sh [bench|test|detect|all]
+# DATA="images grabcut middlebury") carried along. Usage: bash tests/bench/device.sh [bench|test|bus|detect|all]
 # (detect: only the Darknet forward-pass benchmarks; they need DATA to include models.)
 set -uo pipefail
 what=${1:-all}
@@ -60,6 +60,16 @@ for path in sys.argv[1:]:
     print(f"| {d['cfg'].split('/')[-1]} | {d['net']} | {d['precision']} | {g['median_us']} | {g['p99_us']} | "
           f"{g['pipelined_us']} | {l['median_us']} | {g['achieved_TFLOPs']} | {g['device_memory_bytes'] / 1e6:.0f} |")
 PY
+fi
+if [ "$what" = bus ] || [ "$what" = all ]; then
+    # the frame bus (CPU only): 720p masks at 60 fps, readers 1/2/4, the stall phase on; and 1080p mask+frame
+    for n in 1 2 4; do
+        build-gpu/clients/masktool bus-bench --readers $n --frames 1200 --rate 60 --size 1280x720 > "$OUT/bus_720p_r$n.json" || rc=1
+    done
+    build-gpu/clients/masktool bus-bench --readers 2 --frames 1200 --rate 60 --size 1280x720 --no-stall > "$OUT/bus_720p_r2_nostall.json" || rc=1
+    build-gpu/clients/masktool bus-bench --readers 2 --frames 600 --rate 30 --size 1920x1080 --planes mask,frame > "$OUT/bus_1080p_frame.json" || rc=1
+    build-gpu/clients/masktool bus-bench --readers 2 --frames 20000 --rate 0 --size 640x480 > "$OUT/bus_unthrottled.json" || rc=1
+    python3 tests/bench/bus_report.py "$OUT"/bus_*.json | tee "$OUT/bus_report.md"
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
     build-gpu/clients/masktool bench all --backend cuda > "$OUT/bench_cuda.json" || rc=1
