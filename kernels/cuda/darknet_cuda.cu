@@ -112,6 +112,13 @@ int env_flag(const char *name)
     return v && *v && strcmp(v, "0") != 0;
 }
 
+/* For the calls whose failure leaves nothing to undo (destroying things): a warning. */
+void warn_failed(int rc)
+{
+    if (rc)
+        MK_WARN("%s", mk_err_msg());
+}
+
 size_t align_up(size_t n)
 {
     return (n + kAlign - 1) / kAlign * kAlign;
@@ -556,10 +563,10 @@ int capture(mk_net_t *net, net_state *st, cudaStream_t s)
     if (!rc)
         rc = MK_CUDA_CHECK(cudaGraphInstantiate(&st->exec, g, 0));
     if (g)
-        cudaGraphDestroy(g);
+        warn_failed(MK_CUDA_CHECK(cudaGraphDestroy(g)));
     if (rc) {
         st->exec = NULL;
-        cudaGetLastError(); /* a failed capture leaves no sticky error behind */
+        cudaGetLastError(); /* the failed capture's error is reported through rc; nothing sticky is left */
     }
     return rc;
 }
@@ -685,21 +692,21 @@ extern "C" void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net)
         net->layers[i].output = NULL;
     if (!st)
         return;
-    if (st->exec && MK_CUDA_CHECK(cudaGraphExecDestroy(st->exec)))
-        MK_WARN("%s", mk_err_msg());
+    if (st->exec)
+        warn_failed(MK_CUDA_CHECK(cudaGraphExecDestroy(st->exec)));
     for (int i = 0; st->conv && i < net->n_layers; i++) {
         conv_state *c = &st->conv[i];
         if (c->xd)
-            cudnnDestroyTensorDescriptor(c->xd);
+            warn_failed(MK_CUDNN_CHECK(cudnnDestroyTensorDescriptor(c->xd)));
         if (c->yd)
-            cudnnDestroyTensorDescriptor(c->yd);
+            warn_failed(MK_CUDNN_CHECK(cudnnDestroyTensorDescriptor(c->yd)));
         if (c->wd)
-            cudnnDestroyFilterDescriptor(c->wd);
+            warn_failed(MK_CUDNN_CHECK(cudnnDestroyFilterDescriptor(c->wd)));
         if (c->cd)
-            cudnnDestroyConvolutionDescriptor(c->cd);
+            warn_failed(MK_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(c->cd)));
     }
-    if (st->dnn && MK_CUDNN_CHECK(cudnnDestroy(st->dnn)))
-        MK_WARN("%s", mk_err_msg());
+    if (st->dnn)
+        warn_failed(MK_CUDNN_CHECK(cudnnDestroy(st->dnn)));
     if (st->weights)
         mk_cuda_free(ctx, st->weights, MK_MEM_DEVICE);
     if (st->arena)
@@ -716,6 +723,8 @@ extern "C" void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net)
 
 extern "C" int mk_net_cuda_set_graph(mk_net_t *net, int on)
 {
+    if (!net || !net->backend_state || net->ctx->backend != MK_BACKEND_CUDA)
+        return mk_err_set(MK_EINVAL, "mk_net_cuda_set_graph: not a network on a CUDA context");
     net_state *st = (net_state *)net->backend_state;
     int rc;
     if (on && !st->exec && (rc = capture(net, st, MK_STREAM(net->ctx))))
@@ -726,6 +735,8 @@ extern "C" int mk_net_cuda_set_graph(mk_net_t *net, int on)
 
 extern "C" int mk_net_cuda_layer_read(mk_net_t *net, int i, float *dst)
 {
+    if (!net || !net->backend_state || net->ctx->backend != MK_BACKEND_CUDA || !dst)
+        return mk_err_set(MK_EINVAL, "mk_net_cuda_layer_read: not a network on a CUDA context, or no destination");
     net_state *st = (net_state *)net->backend_state;
     if (i < 0 || i >= net->n_layers)
         return mk_err_set(MK_ERANGE, "layer %d: %s has %d layers", i, net->cfg_name, net->n_layers);
