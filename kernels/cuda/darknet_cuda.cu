@@ -28,8 +28,8 @@
  * Switches, read from the environment at load (for measurements and debugging):
  *   MASKD_NO_GRAPH=1            launch layer by layer instead of the CUDA graph
  *   MASKD_NET_LAYOUT=nchw|nhwc  FP16 activation layout
- *   MASKD_NET_DEPTHWISE=cudnn   depthwise convolutions through cuDNN + epilogue instead of our kernel
- *   MASKD_NET_DIRECT_MFLOPS=N   convolutions of at most N MFLOPs by our direct kernel (0: none but depthwise)
+ *   MASKD_NET_DEPTHWISE=cudnn   depthwise convolutions through cuDNN + epilogue instead of our kernel (=kernel)
+ *   MASKD_NET_DIRECT_MFLOPS=N   other convolutions of at most N MFLOPs by our direct kernel (0: none)
  *   MASKD_NET_DEBUG=1           every layer keeps its own output buffer and nothing is fused, so that
  *                               mk_net_cuda_layer_read() can read any layer after a pass */
 #include "backend.h"
@@ -597,7 +597,7 @@ int setup(mk_net_t *net, const options *o)
         const mk_conv_t *cv = &l->conv;
         int depthwise = cv->groups > 1 && cv->groups == l->c && cv->filters == l->c;
         double flops = 2.0 * cv->filters * (l->c / cv->groups) * cv->size * cv->size * l->out_h * l->out_w;
-        st->conv[i].cudnn = !(depthwise && o->own_dw) && !(flops <= o->direct_mflops * 1e6);
+        st->conv[i].cudnn = depthwise ? !o->own_dw : !(flops <= o->direct_mflops * 1e6);
         if (st->conv[i].cudnn && (rc = describe_conv(net, st, i)))
             return rc;
     }
