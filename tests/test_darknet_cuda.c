@@ -367,12 +367,16 @@ static void test_fp32_reference(void **state)
         skip();
 }
 
-/* The other code paths on the model with depthwise convolutions: cuDNN's depthwise, and no CUDA graph. */
+/* The other code paths: on the model with depthwise convolutions, cuDNN's depthwise, cuDNN for every other
+ * convolution (none by the direct kernel), no CUDA graph; on yolov4-tiny, every convolution by the direct kernel. */
 static void test_fp32_variants(void **state)
 {
     (void)state;
-    if (!check_fp32_model(&models[1], "MASKD_NET_DEPTHWISE=cudnn") ||
-        !check_fp32_model(&models[1], "MASKD_NO_GRAPH=1"))
+    int checked = check_fp32_model(&models[1], "MASKD_NET_DEPTHWISE=cudnn");
+    checked += check_fp32_model(&models[1], "MASKD_NET_DIRECT_MFLOPS=0");
+    checked += check_fp32_model(&models[1], "MASKD_NO_GRAPH=1");
+    checked += check_fp32_model(&models[4], "MASKD_NET_DIRECT_MFLOPS=1e9");
+    if (!checked)
         skip();
 }
 
@@ -453,6 +457,8 @@ static void test_fp16(void **state)
     /* The other FP16 paths on the model with depthwise convolutions. */
     checked += check_fp16_model(&models[1], "MASKD_NET_LAYOUT=nchw");
     checked += check_fp16_model(&models[1], "MASKD_NET_DEPTHWISE=cudnn");
+    checked += check_fp16_model(&models[1], "MASKD_NET_DIRECT_MFLOPS=0");
+    checked += check_fp16_model(&models[4], "MASKD_NET_DIRECT_MFLOPS=1e9");
     if (!checked)
         skip();
 }
@@ -473,8 +479,7 @@ static mk_image_t photo_input(int w, int h)
     return dst;
 }
 
-/* yolov3, yolov3-spp, yolov4 (at 320x320: the CPU side is single-threaded) and yolov4-tiny-3l with random weights:
- * CUDA FP32 against the CPU. Random weights let activations grow along the residual chains (to ~1e6 in yolov3),
+/* yolov3, yolov3-spp, yolov4 and yolov4-tiny-3l at 416x416 with random weights: CUDA FP32 against the CPU. Random weights let activations grow along the residual chains (to ~1e6 in yolov3),
  * so the bound is relative: 1e-3 of the largest value entering the yolo layer (that bounds the raw w, h entries'
  * error, and the logistic ones' through the logistic's slope <= 1/4). FP16 must load and run; its values are not
  * compared (those activations overflow half). */
@@ -484,9 +489,9 @@ static void test_big_random(void **state)
     const struct {
         const char *cfg;
         int size;
-    } cases[] = {{"models/cfg/yolov3.cfg", 320},
-                 {"models/cfg/yolov3-spp.cfg", 320},
-                 {"models/cfg/yolov4.cfg", 320},
+    } cases[] = {{"models/cfg/yolov3.cfg", 416},
+                 {"models/cfg/yolov3-spp.cfg", 416},
+                 {"models/cfg/yolov4.cfg", 416},
                  {"models/cfg/yolov4-tiny-3l.cfg", 416}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cfg[4096];
@@ -600,9 +605,11 @@ static void test_states(void **state)
     if (!tu_data_path(cfg, sizeof cfg, m->cfg) || !tu_data_path(weights, sizeof weights, m->weights))
         skip();
     mk_net_t *net = NULL;
-    const char *bad_layout[] = {"MASKD_NET_LAYOUT=chwn", NULL}, *bad_dw[] = {"MASKD_NET_DEPTHWISE=fast", NULL};
+    const char *bad_layout[] = {"MASKD_NET_LAYOUT=chwn", NULL}, *bad_dw[] = {"MASKD_NET_DEPTHWISE=fast", NULL},
+               *bad_direct[] = {"MASKD_NET_DIRECT_MFLOPS=-1", NULL};
     assert_int_equal(load_net(gpu, cfg, weights, 0, 0, 1, bad_layout, &net), MK_EINVAL);
     assert_int_equal(load_net(gpu, cfg, weights, 0, 0, 0, bad_dw, &net), MK_EINVAL);
+    assert_int_equal(load_net(gpu, cfg, weights, 0, 0, 0, bad_direct, &net), MK_EINVAL);
     TU_OK(load_net(gpu, cfg, weights, 0, 0, 0, NULL, &net));
     mk_image_t host = mk_net_input_desc(net);
     TU_OK(mk_image_alloc(NULL, &host, MK_MEM_HOST));

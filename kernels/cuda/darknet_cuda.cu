@@ -13,11 +13,14 @@
  * and 2-D copy nodes cannot be retargeted in an instantiated graph (only 1-D ones), so any input image works this
  * way at the cost of one more operation on the stream. Nothing in a pass synchronises with the host.
  *
- * Kernels per layer: a convolution is cuDNN's kernel(s) plus one epilogue (bias + activation), which also does
- * the add + activation of a [shortcut] that is the convolution's only reader, or the whole [yolo] layer that is
- * its only reader; depthwise convolutions (groups = channels = filters) are one kernel of ours with bias and
- * activation; a [route] of one input in NCHW is a view (no kernel); maxpool, route, shortcut, upsample, yolo are
- * one kernel each; dropout is nothing.
+ * Kernels per layer: a convolution is cuDNN's kernel(s) plus one epilogue (bias + activation), or — depthwise
+ * convolutions (groups = channels = filters) and convolutions of at most MASKD_NET_DIRECT_MFLOPS (default 8)
+ * million FLOPs — one direct kernel of ours with the epilogue inside. Either epilogue also does the add + activation
+ * of a [shortcut] that is the convolution's only reader, or the whole [yolo] layer that is its only reader. A
+ * [route] of one input in NCHW is a view (no kernel); maxpool, route, shortcut, upsample, yolo are one kernel
+ * each; dropout is nothing. (The default threshold: these networks are launch-bound, a graph node costs about
+ * 2 µs, and the direct kernel at a pessimistic 4 TFLOP/s does 8 MFLOPs in that time, so below it one node cannot
+ * lose to cuDNN's node plus the epilogue's.)
  *
  * Layouts: FP32 runs NCHW. FP16 keeps activations in half, NHWC by default (cuDNN's tensor-core layout); if
  * cuDNN has no algorithm for a layer in NHWC the network is prepared again in NCHW.
@@ -25,7 +28,8 @@
  * Switches, read from the environment at load (for measurements and debugging):
  *   MASKD_NO_GRAPH=1            launch layer by layer instead of the CUDA graph
  *   MASKD_NET_LAYOUT=nchw|nhwc  FP16 activation layout
- *   MASKD_NET_DEPTHWISE=cudnn   depthwise convolutions through cuDNN + epilogue instead of our kernel
+ *   MASKD_NET_DEPTHWISE=cudnn   depthwise convolutions through cuDNN + epilogue instead of our kernel (=kernel)
+ *   MASKD_NET_DIRECT_MFLOPS=N   other convolutions of at most N MFLOPs by our direct kernel (0: none)
  *   MASKD_NET_DEBUG=1           every layer keeps its own output buffer and nothing is fused, so that
  *                               mk_net_cuda_layer_read() can read any layer after a pass */
 #include "backend.h"
@@ -48,7 +52,7 @@ const size_t kFindWorkspaceCap = (size_t)256 << 20;
 const int kMaxPerf = 2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
 
 struct conv_state {
-    int cudnn; /* 0: our depthwise kernel */
+    int cudnn; /* 0: our direct kernel (weights float [filters][c/groups][size][size]) */
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
     cudnnConvolutionDescriptor_t cd;
@@ -99,12 +103,20 @@ struct net_state {
 
 struct options {
     int half, nhwc, graph, debug, own_dw, layout_forced;
+    double direct_mflops;
 };
 
 int env_flag(const char *name)
 {
     const char *v = getenv(name);
     return v && *v && strcmp(v, "0") != 0;
+}
+
+/* For the calls whose failure leaves nothing to undo (destroying things): a warning. */
+void warn_failed(int rc)
+{
+    if (rc)
+        MK_WARN("%s", mk_err_msg());
 }
 
 size_t align_up(size_t n)
@@ -198,7 +210,7 @@ int plan(mk_net_t *net, net_state *st)
         const mk_layer_t *l = &net->layers[i];
         int j = l->input;
         if ((l->type != MK_LAYER_SHORTCUT && l->type != MK_LAYER_YOLO) || j < 0 ||
-            net->layers[j].type != MK_LAYER_CONV || !st->conv[j].cudnn || readers[j] != 1)
+            net->layers[j].type != MK_LAYER_CONV || readers[j] != 1)
             continue;
         if (l->type == MK_LAYER_SHORTCUT && l->shortcut.from < j) /* the residual exists when the epilogue runs */
             st->conv[j].shortcut = i;
@@ -473,9 +485,18 @@ int run_layers(mk_net_t *net, net_state *st, cudaStream_t s)
         case MK_LAYER_CONV: {
             const conv_state *c = &st->conv[i];
             const dn_tensor &in = tensor_of(st, l->input);
+            const mk_conv_t *cv = &l->conv;
+            if (!c->cudnn && c->yolo >= 0) {
+                const mk_yolo_t *y = &net->layers[c->yolo].yolo;
+                rc = dn_conv_yolo(s, in, (const float *)c->w, c->bias, cv->size, cv->stride, cv->pad, cv->groups,
+                                  l->act, y->meta.classes, y->meta.scale_x_y, y->bias_x_y, out,
+                                  (float *)st->ls[c->yolo].out.data);
+                break;
+            }
             if (!c->cudnn) {
-                rc = dn_depthwise(s, in, (const float *)c->w, c->bias, l->conv.size, l->conv.stride, l->conv.pad,
-                                  l->act, out);
+                const mk_layer_t *sc = c->shortcut >= 0 ? &net->layers[c->shortcut] : NULL;
+                rc = dn_conv(s, in, (const float *)c->w, c->bias, cv->size, cv->stride, cv->pad, cv->groups, l->act,
+                             sc ? &tensor_of(st, sc->shortcut.from) : NULL, sc ? sc->act : MK_ACT_LINEAR, out);
                 break;
             }
             if ((rc = MK_CUDNN_CHECK(cudnnConvolutionForward(st->dnn, &one, c->xd, in.data, c->wd, c->w, c->cd,
@@ -542,10 +563,10 @@ int capture(mk_net_t *net, net_state *st, cudaStream_t s)
     if (!rc)
         rc = MK_CUDA_CHECK(cudaGraphInstantiate(&st->exec, g, 0));
     if (g)
-        cudaGraphDestroy(g);
+        warn_failed(MK_CUDA_CHECK(cudaGraphDestroy(g)));
     if (rc) {
         st->exec = NULL;
-        cudaGetLastError(); /* a failed capture leaves no sticky error behind */
+        cudaGetLastError(); /* the failed capture's error is reported through rc; nothing sticky is left */
     }
     return rc;
 }
@@ -573,8 +594,10 @@ int setup(mk_net_t *net, const options *o)
         const mk_layer_t *l = &net->layers[i];
         if (l->type != MK_LAYER_CONV)
             continue;
-        int depthwise = l->conv.groups > 1 && l->conv.groups == l->c && l->conv.filters == l->c;
-        st->conv[i].cudnn = !(depthwise && st->own_dw);
+        const mk_conv_t *cv = &l->conv;
+        int depthwise = cv->groups > 1 && cv->groups == l->c && cv->filters == l->c;
+        double flops = 2.0 * cv->filters * (l->c / cv->groups) * cv->size * cv->size * l->out_h * l->out_w;
+        st->conv[i].cudnn = depthwise ? !o->own_dw : !(flops <= o->direct_mflops * 1e6);
         if (st->conv[i].cudnn && (rc = describe_conv(net, st, i)))
             return rc;
     }
@@ -628,6 +651,14 @@ extern "C" int mk_net_prepare_cuda(mk_ctx_t *ctx, mk_net_t *net)
     if (dw && *dw && strcmp(dw, "cudnn") && strcmp(dw, "kernel"))
         return mk_err_set(MK_EINVAL, "MASKD_NET_DEPTHWISE=%s: expected cudnn or kernel", dw);
     o.own_dw = !(dw && !strcmp(dw, "cudnn"));
+    o.direct_mflops = 8;
+    const char *direct = getenv("MASKD_NET_DIRECT_MFLOPS");
+    if (direct && *direct) {
+        char *end;
+        o.direct_mflops = strtod(direct, &end);
+        if (*end || !(o.direct_mflops >= 0))
+            return mk_err_set(MK_EINVAL, "MASKD_NET_DIRECT_MFLOPS=%s: expected a number >= 0", direct);
+    }
     o.graph = !env_flag("MASKD_NO_GRAPH");
     o.debug = env_flag("MASKD_NET_DEBUG");
     int rc = prepare(ctx, net, &o);
@@ -661,21 +692,21 @@ extern "C" void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net)
         net->layers[i].output = NULL;
     if (!st)
         return;
-    if (st->exec && MK_CUDA_CHECK(cudaGraphExecDestroy(st->exec)))
-        MK_WARN("%s", mk_err_msg());
+    if (st->exec)
+        warn_failed(MK_CUDA_CHECK(cudaGraphExecDestroy(st->exec)));
     for (int i = 0; st->conv && i < net->n_layers; i++) {
         conv_state *c = &st->conv[i];
         if (c->xd)
-            cudnnDestroyTensorDescriptor(c->xd);
+            warn_failed(MK_CUDNN_CHECK(cudnnDestroyTensorDescriptor(c->xd)));
         if (c->yd)
-            cudnnDestroyTensorDescriptor(c->yd);
+            warn_failed(MK_CUDNN_CHECK(cudnnDestroyTensorDescriptor(c->yd)));
         if (c->wd)
-            cudnnDestroyFilterDescriptor(c->wd);
+            warn_failed(MK_CUDNN_CHECK(cudnnDestroyFilterDescriptor(c->wd)));
         if (c->cd)
-            cudnnDestroyConvolutionDescriptor(c->cd);
+            warn_failed(MK_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(c->cd)));
     }
-    if (st->dnn && MK_CUDNN_CHECK(cudnnDestroy(st->dnn)))
-        MK_WARN("%s", mk_err_msg());
+    if (st->dnn)
+        warn_failed(MK_CUDNN_CHECK(cudnnDestroy(st->dnn)));
     if (st->weights)
         mk_cuda_free(ctx, st->weights, MK_MEM_DEVICE);
     if (st->arena)
@@ -692,6 +723,8 @@ extern "C" void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net)
 
 extern "C" int mk_net_cuda_set_graph(mk_net_t *net, int on)
 {
+    if (!net || !net->backend_state || net->ctx->backend != MK_BACKEND_CUDA)
+        return mk_err_set(MK_EINVAL, "mk_net_cuda_set_graph: not a network on a CUDA context");
     net_state *st = (net_state *)net->backend_state;
     int rc;
     if (on && !st->exec && (rc = capture(net, st, MK_STREAM(net->ctx))))
@@ -702,6 +735,8 @@ extern "C" int mk_net_cuda_set_graph(mk_net_t *net, int on)
 
 extern "C" int mk_net_cuda_layer_read(mk_net_t *net, int i, float *dst)
 {
+    if (!net || !net->backend_state || net->ctx->backend != MK_BACKEND_CUDA || !dst)
+        return mk_err_set(MK_EINVAL, "mk_net_cuda_layer_read: not a network on a CUDA context, or no destination");
     net_state *st = (net_state *)net->backend_state;
     if (i < 0 || i >= net->n_layers)
         return mk_err_set(MK_ERANGE, "layer %d: %s has %d layers", i, net->cfg_name, net->n_layers);

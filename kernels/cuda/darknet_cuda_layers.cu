@@ -1,6 +1,7 @@
 /* darknet_cuda_layers: the Darknet layers that are not cuDNN convolutions — input conversion, the fused bias +
- * activation (+ shortcut) epilogue, depthwise convolution, maxpool, route, shortcut, upsample, yolo — one kernel
- * each, one thread per output element (the element's computation is in darknet_cuda_px.h). */
+ * activation (+ shortcut) epilogue, direct convolution with that epilogue (or the yolo layer) inside, maxpool,
+ * route, shortcut, upsample, yolo — one kernel each, one thread per output element (the element's computation is
+ * in darknet_cuda_px.h). */
 #include "darknet_cuda_layers.h"
 
 #include "cuda_check.h"
@@ -41,11 +42,24 @@ __global__ void bias_act_kernel(const T *y, const float *bias, int act, const T 
 }
 
 template <typename T>
-__global__ void depthwise_kernel(const T *in, const float *weights, const float *bias, T *out, int c, int h, int w,
-                                 int oh, int ow, int size, int stride, int pad, int act, int nhwc)
+__global__ void conv_kernel(const T *in, const float *weights, const float *bias, int act, const T *res, int act2,
+                            T *out, dn_conv_geom g)
 {
-    DN_INDEX(c * oh * ow)
-    dn_px_depthwise(i, in, weights, bias, out, c, h, w, oh, ow, size, stride, pad, act, nhwc);
+    DN_INDEX(g.oc * g.oh * g.ow)
+    dn_px_conv(i, in, weights, bias, act, res, act2, out, g);
+}
+
+template <typename T>
+__global__ void conv_yolo_kernel(const T *in, const float *weights, const float *bias, int act, int classes,
+                                 float scale_x_y, float bias_x_y, float *out, dn_conv_geom g)
+{
+    DN_INDEX(g.oc * g.oh * g.ow)
+    dn_px_conv_yolo(i, in, weights, bias, act, classes, scale_x_y, bias_x_y, out, g);
+}
+
+dn_conv_geom geom(const dn_tensor &in, const dn_tensor &out, int size, int stride, int pad, int groups)
+{
+    return {in.c, in.h, in.w, out.c, out.h, out.w, in.c / groups, out.c / groups, size, stride, pad, in.nhwc};
 }
 
 template <typename T>
@@ -114,19 +128,35 @@ int dn_bias_act(cudaStream_t s, const dn_tensor &y, const float *bias, int act, 
     return MK_CUDA_LAUNCH_CHECK(bias_act_kernel);
 }
 
-int dn_depthwise(cudaStream_t s, const dn_tensor &in, const float *weights, const float *bias, int size, int stride,
-                 int pad, int act, const dn_tensor &out)
+int dn_conv(cudaStream_t s, const dn_tensor &in, const float *weights, const float *bias, int size, int stride,
+            int pad, int groups, int act, const dn_tensor *res, int act2, const dn_tensor &out)
 {
     int n = size_of(out);
+    dn_conv_geom g = geom(in, out, size, stride, pad, groups);
     if (out.half)
-        depthwise_kernel<<<blocks_for(n), kThreads, 0, s>>>((const __half *)in.data, weights, bias,
-                                                             (__half *)out.data, in.c, in.h, in.w, out.h, out.w,
-                                                             size, stride, pad, act, out.nhwc);
+        conv_kernel<<<blocks_for(n), kThreads, 0, s>>>((const __half *)in.data, weights, bias, act,
+                                                        res ? (const __half *)res->data : NULL, act2,
+                                                        (__half *)out.data, g);
     else
-        depthwise_kernel<<<blocks_for(n), kThreads, 0, s>>>((const float *)in.data, weights, bias, (float *)out.data,
-                                                             in.c, in.h, in.w, out.h, out.w, size, stride, pad, act,
-                                                             out.nhwc);
-    return MK_CUDA_LAUNCH_CHECK(depthwise_kernel);
+        conv_kernel<<<blocks_for(n), kThreads, 0, s>>>((const float *)in.data, weights, bias, act,
+                                                        res ? (const float *)res->data : NULL, act2,
+                                                        (float *)out.data, g);
+    return MK_CUDA_LAUNCH_CHECK(conv_kernel);
+}
+
+int dn_conv_yolo(cudaStream_t s, const dn_tensor &in, const float *weights, const float *bias, int size, int stride,
+                 int pad, int groups, int act, int classes, float scale_x_y, float bias_x_y, const dn_tensor &out,
+                 float *yolo)
+{
+    int n = size_of(out);
+    dn_conv_geom g = geom(in, out, size, stride, pad, groups);
+    if (in.half)
+        conv_yolo_kernel<<<blocks_for(n), kThreads, 0, s>>>((const __half *)in.data, weights, bias, act, classes,
+                                                             scale_x_y, bias_x_y, yolo, g);
+    else
+        conv_yolo_kernel<<<blocks_for(n), kThreads, 0, s>>>((const float *)in.data, weights, bias, act, classes,
+                                                             scale_x_y, bias_x_y, yolo, g);
+    return MK_CUDA_LAUNCH_CHECK(conv_yolo_kernel);
 }
 
 int dn_maxpool(cudaStream_t s, const dn_tensor &in, int size, int stride, int pad, const dn_tensor &out)

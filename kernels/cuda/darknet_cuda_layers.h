@@ -27,9 +27,15 @@ int dn_input(cudaStream_t s, const float *src, size_t pitch, const dn_tensor &ds
 int dn_bias_act(cudaStream_t s, const dn_tensor &y, const float *bias, int act, const dn_tensor *res, int act2,
                 const dn_tensor &out);
 
-/* Depthwise convolution (groups = channels = filters) with bias and activation: weights float [c][size][size]. */
-int dn_depthwise(cudaStream_t s, const dn_tensor &in, const float *weights, const float *bias, int size, int stride,
-                 int pad, int act, const dn_tensor &out);
+/* A convolution by our direct kernel (one thread per output element; for depthwise and small convolutions), weights
+ * float [filters][c / groups][size][size], with the epilogue in the same kernel: out = act(conv + bias), then with
+ * `res` act2(that + res). dn_conv_yolo instead writes the [yolo] layer of act(conv + bias) into `yolo` (float CHW,
+ * as dn_yolo); `out` then only gives the convolution's output shape. */
+int dn_conv(cudaStream_t s, const dn_tensor &in, const float *weights, const float *bias, int size, int stride,
+            int pad, int groups, int act, const dn_tensor *res, int act2, const dn_tensor &out);
+int dn_conv_yolo(cudaStream_t s, const dn_tensor &in, const float *weights, const float *bias, int size, int stride,
+                 int pad, int groups, int act, int classes, float scale_x_y, float bias_x_y, const dn_tensor &out,
+                 float *yolo);
 
 /* Darknet's maxpool: window of output (x, y) at x * stride - pad / 2 + 0..size-1; inputs outside are skipped. */
 int dn_maxpool(cudaStream_t s, const dn_tensor &in, int size, int stride, int pad, const dn_tensor &out);

@@ -81,27 +81,46 @@ DN_PX void dn_px_bias_act(int i, const T *y, const float *bias, int act, const T
     dn_st(out, i, v);
 }
 
-/* Depthwise convolution, weights [c][size][size], with bias and activation; in is c x h x w, out c x oh x ow. */
+/* A direct convolution: input c x h x w, output oc x oh x ow, groups of cg input and kg output channels, weights
+ * float [oc][cg][size][size]. */
+struct dn_conv_geom {
+    int c, h, w, oc, oh, ow, cg, kg, size, stride, pad, nhwc;
+};
+
+/* The convolution sum (without bias) at output channel k, row oy, column ox, in the CPU reference's order
+ * (input channel, then kernel row, then column). */
 template <typename T>
-DN_PX void dn_px_depthwise(int i, const T *in, const float *weights, const float *bias, T *out, int c, int h, int w,
-                           int oh, int ow, int size, int stride, int pad, int act, int nhwc)
+DN_PX float dn_px_conv_sum(const T *in, const float *weights, const dn_conv_geom &g, int k, int oy, int ox)
 {
-    int ch, oy, ox;
-    dn_coords(i, c, oh, ow, nhwc, &ch, &oy, &ox);
-    const float *k = weights + (size_t)ch * size * size;
-    int y0 = oy * stride - pad, x0 = ox * stride - pad;
+    const float *wk = weights + (size_t)k * g.cg * g.size * g.size;
+    int c0 = k / g.kg * g.cg, y0 = oy * g.stride - g.pad, x0 = ox * g.stride - g.pad;
     float sum = 0.f;
-    for (int ky = 0; ky < size; ky++) {
-        int y = y0 + ky;
-        if (y < 0 || y >= h)
-            continue;
-        for (int kx = 0; kx < size; kx++) {
-            int x = x0 + kx;
-            if (x >= 0 && x < w)
-                sum += k[ky * size + kx] * dn_ld(in, dn_at(ch, y, x, c, h, w, nhwc));
+    for (int ci = 0; ci < g.cg; ci++)
+        for (int ky = 0; ky < g.size; ky++) {
+            int y = y0 + ky;
+            if (y < 0 || y >= g.h)
+                continue;
+            for (int kx = 0; kx < g.size; kx++) {
+                int x = x0 + kx;
+                if (x >= 0 && x < g.w)
+                    sum += wk[(ci * g.size + ky) * g.size + kx] * dn_ld(in, dn_at(c0 + ci, y, x, g.c, g.h, g.w, g.nhwc));
+            }
         }
-    }
-    dn_st(out, i, mk_px_activate(sum + bias[ch], act));
+    return sum;
+}
+
+/* Output element i (in the output's layout) of a direct convolution with its epilogue: act(sum + bias), then with
+ * res act2(that + res). */
+template <typename T>
+DN_PX void dn_px_conv(int i, const T *in, const float *weights, const float *bias, int act, const T *res, int act2,
+                      T *out, const dn_conv_geom &g)
+{
+    int k, oy, ox;
+    dn_coords(i, g.oc, g.oh, g.ow, g.nhwc, &k, &oy, &ox);
+    float v = mk_px_activate(dn_px_conv_sum(in, weights, g, k, oy, ox) + bias[k], act);
+    if (res)
+        v = mk_px_activate(v + dn_ld(res, i), act2);
+    dn_st(out, i, v);
 }
 
 /* Darknet's maxpool (darknet_internal.h): inputs outside the image are skipped. */
@@ -159,6 +178,16 @@ DN_PX void dn_px_upsample(int i, const T *in, T *out, int c, int h, int w, int s
     dn_st(out, i, scale * dn_ld(in, dn_at(ch, y / stride, x / stride, c, h, w, nhwc)));
 }
 
+/* The [yolo] transform of entry plane `ch` (x, y: logistic * scale_x_y + bias_x_y; w, h: unchanged; the rest:
+ * logistic). */
+DN_PX float dn_px_yolo_entry(float v, int ch, int classes, float scale_x_y, float bias_x_y)
+{
+    int e = ch % (5 + classes);
+    if (e < 2)
+        return mk_px_yolo_xy(v, scale_x_y, bias_x_y);
+    return e >= 4 ? mk_px_logistic(v) : v;
+}
+
 /* [yolo] element i of the float CHW output; with bias, in is the raw convolution output and act(in + bias) is
  * taken first. */
 template <typename T>
@@ -169,12 +198,17 @@ DN_PX void dn_px_yolo(int i, const T *in, const float *bias, int act, int classe
     float v = dn_ld(in, dn_at(ch, y, x, c, h, w, nhwc));
     if (bias)
         v = mk_px_activate(v + bias[ch], act);
-    int e = ch % (5 + classes);
-    if (e < 2)
-        v = mk_px_yolo_xy(v, scale_x_y, bias_x_y);
-    else if (e >= 4)
-        v = mk_px_logistic(v);
-    out[i] = v;
+    out[i] = dn_px_yolo_entry(v, ch, classes, scale_x_y, bias_x_y);
+}
+
+/* [yolo] element i of the float CHW output computed straight from a direct convolution's input. */
+template <typename T>
+DN_PX void dn_px_conv_yolo(int i, const T *in, const float *weights, const float *bias, int act, int classes,
+                           float scale_x_y, float bias_x_y, float *out, const dn_conv_geom &g)
+{
+    int hw = g.oh * g.ow, k = i / hw, p = i - k * hw, oy = p / g.ow, ox = p - oy * g.ow;
+    float v = mk_px_activate(dn_px_conv_sum(in, weights, g, k, oy, ox) + bias[k], act);
+    out[i] = dn_px_yolo_entry(v, k, classes, scale_x_y, bias_x_y);
 }
 
 #endif
