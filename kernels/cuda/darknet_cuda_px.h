@@ -19,6 +19,25 @@
 #define DN_PX static inline
 #endif
 
+/* Programmatic dependent launch: a kernel launched with it may start while the kernel before it in the stream still
+ * runs. dn_grid_wait() returns once that kernel has finished and its writes are visible; every kernel calls it
+ * before it reads or writes any activation (it returns at once without the launch attribute). dn_grid_trigger()
+ * lets the next kernel start launching; the kernels call it right after the wait, so that at most two kernels
+ * overlap. Both are no-ops on the host and before sm_90. */
+DN_PX void dn_grid_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+DN_PX void dn_grid_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 DN_PX float dn_ld(const float *p, size_t i)
 {
     return p[i];
