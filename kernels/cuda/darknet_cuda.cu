@@ -406,11 +406,16 @@ void candidates(const mk_net_t *net, net_state *st, const options *o, int i)
         if (c->depthwise && dn_conv_dw_ok(g))
             for (int v = 0; v < dn_conv_variants(DN_CONV_DW); v++)
                 add_cand(c, IMPL_DW, v, 1);
-        if (cv->groups == 1 && dn_conv_small_ok(g))
+        /* small: for few channels (no gemm) or little work; gemm: small tiles only where they are not too many */
+        if (cv->groups == 1 && dn_conv_small_ok(g) && (!dn_conv_gemm_ok(g) || flops <= kDirectMaxFlops))
             add_cand(c, IMPL_SMALL, 0, 1);
         if (cv->groups == 1 && dn_conv_gemm_ok(g))
             for (int v = 0; v < dn_conv_variants(DN_CONV_GEMM); v++) {
                 int kt = dn_gemm_ktiles(g), split = dn_conv_gemm_splits(v, g, st->sms);
+                const dn_gemm_cfg &cf = kDnGemm[v];
+                if ((long long)((g.m + cf.bm - 1) / cf.bm) * ((g.k + cf.bn - 1) / cf.bn) > 16LL * st->sms &&
+                    cf.bm * cf.bn < 128 * 64)
+                    continue;
                 if (o->splitk) {
                     add_cand(c, IMPL_GEMM, v, o->splitk < kt ? o->splitk : kt);
                     continue;
@@ -420,8 +425,8 @@ void candidates(const mk_net_t *net, net_state *st, const options *o, int i)
                     add_cand(c, IMPL_GEMM, v, split);
             }
     }
-    if (use_own && (c->n_cand == use_cudnn || (!ours && (c->depthwise || flops <= kDirectMaxFlops ||
-                                                          o->direct_mflops >= 0))))
+    if (use_own && (c->n_cand == use_cudnn || name_matches(o->conv, "direct") ||
+                    (!ours && (c->depthwise || flops <= kDirectMaxFlops || o->direct_mflops >= 0))))
         add_cand(c, IMPL_DIRECT, 0, 1);
     if (*o->conv) {
         conv_impl keep[kMaxCand];
@@ -1266,12 +1271,10 @@ extern "C" int mk_net_cuda_conv_impl(mk_net_t *net, int i, char *name, size_t le
     if (i < 0 || i >= net->n_layers || net->layers[i].type != MK_LAYER_CONV)
         return mk_err_set(MK_EINVAL, "layer %d of %s is not a convolution", i, net->cfg_name);
     const net_state *st = (const net_state *)net->backend_state;
-    if (st->conv[i].impl.kind != IMPL_DWPW && st->ls[i].fused && !st->ls[i].run && st->conv[i].yolo < 0 &&
-        st->conv[i].shortcut < 0) {
+    if (!st->ls[i].run) /* a depthwise convolution done by the next layer's dwpw kernel */
         snprintf(name, len, "fused");
-        return 0;
-    }
-    impl_name(st->conv[i].impl, name, len);
+    else
+        impl_name(st->conv[i].impl, name, len);
     return 0;
 }
 extern "C" int mk_net_cuda_layer_read(mk_net_t *net, int i, float *dst)
