@@ -335,7 +335,12 @@ void emu_dwpw(const dn_dwpw_cfg &cf, const conv_case &dw, const operands &td, co
                 int p = q / pairs, c0 = (q - p * pairs) * 2, m = p0 + p;
                 float v[2] = {0.f, 0.f};
                 if (m < gd.m && c0 < c) {
-                    dn_px_dw1(td.in.data(), td.w.data(), gd, m, c0, v);
+                    if (gd.size == 3)
+                        gd.stride == 1 ? dn_px_dw1<3, 1>(td.in.data(), td.w.data(), gd, m, c0, v)
+                                       : dn_px_dw1<3, 2>(td.in.data(), td.w.data(), gd, m, c0, v);
+                    else
+                        gd.stride == 1 ? dn_px_dw1<5, 1>(td.in.data(), td.w.data(), gd, m, c0, v)
+                                       : dn_px_dw1<5, 2>(td.in.data(), td.w.data(), gd, m, c0, v);
                     v[0] = mk_px_activate(v[0] + td.bias[c0], dw.act);
                     v[1] = mk_px_activate(v[1] + td.bias[c0 + 1], dw.act);
                 }
@@ -453,6 +458,7 @@ void test_dwpw(void **state)
         {make_case(16, 6, 6, 16, 5, 1, 2, 1, MK_ACT_LEAKY, 0, 0), 40, MK_ACT_LEAKY, 0},
         {make_case(24, 9, 11, 24, 3, 2, 1, 1, MK_ACT_LINEAR, 0, 0), 16, MK_ACT_LEAKY, 1},
         {make_case(136, 4, 5, 136, 3, 1, 1, 1, MK_ACT_LEAKY, 0, 0), 24, MK_ACT_LINEAR, 1},
+        {make_case(32, 7, 7, 32, 5, 2, 2, 1, MK_ACT_LEAKY, 0, 0), 48, MK_ACT_LEAKY, 0},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
         const conv_case &dw = pairs[i].dw;

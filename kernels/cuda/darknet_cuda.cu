@@ -1036,10 +1036,8 @@ int setup(mk_net_t *net, const options *o, net_state **out)
         conv_state *c = &st->conv[i];
         c->depthwise = cv->groups > 1 && cv->groups == l->c && cv->filters == l->c;
         c->dw_from = -1;
-        c->geom = dn_cgeom_make(l->c / cv->groups, l->h, l->w, cv->filters, l->out_h, l->out_w, cv->size,
-                                cv->stride, cv->pad);
-        if (c->depthwise)
-            c->geom.c = l->c;
+        c->geom = dn_cgeom_make(c->depthwise ? l->c : l->c / cv->groups, l->h, l->w, cv->filters, l->out_h,
+                                l->out_w, cv->size, cv->stride, cv->pad);
         candidates(net, st, o, i);
         weight_needs(st, i);
         if (has_cand(c, IMPL_CUDNN) && (rc = describe_conv(net, st, i)))

@@ -284,7 +284,7 @@ size_t dwpw_smem(const dn_dwpw_cfg &c, int channels)
     return tiles > acc ? tiles : acc;
 }
 
-template <int TP, int BN, int WM, int WN>
+template <int TP, int BN, int WM, int WN, int K, int S>
 __global__ void __launch_bounds__(kDnDwpwThreads)
     dwpw_kernel(const __half *__restrict__ in, const __half *__restrict__ dw_w, const float *__restrict__ dw_b,
                 int dw_act, dn_cgeom gd, const __half *__restrict__ pw_w, dn_epi e, dn_cgeom gp)
@@ -298,29 +298,30 @@ __global__ void __launch_bounds__(kDnDwpwThreads)
     __half *as = (__half *)smem, *bs = as + TP * ld;
     float *cs = (float *)smem; /* the accumulators, after the GEMM */
 
-    /* The pointwise weights of filters n0.. (zero past the last filter and past c), before waiting. */
+    /* The pointwise weights of filters n0.. (zero past the last filter and past c): copies issued before waiting
+     * for the previous kernel, awaited after the depthwise part. */
     const int row_chunks = cpad / 8;
     for (int q = tid; q < BN * row_chunks; q += kDnDwpwThreads) {
-        int row = q / row_chunks, col = (q - row * row_chunks) * 8;
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (n0 + row < gp.k && col < c)
-            v = *(const uint4 *)(pw_w + (size_t)(n0 + row) * c + col);
-        *(uint4 *)(bs + row * ld + col) = v;
+        int row = q / row_chunks, col = (q - row * row_chunks) * 8, ok = n0 + row < gp.k && col < c;
+        cp_async16(bs + row * ld + col, ok ? pw_w + (size_t)(n0 + row) * c + col : pw_w, ok ? 16 : 0);
     }
+    cp_async_commit();
     dn_grid_wait();
     dn_grid_trigger();
     /* The depthwise outputs of pixels p0.., every channel pair, as the unfused pass would store them. */
     const int pairs = cpad / 2;
+#pragma unroll 2
     for (int q = tid; q < TP * pairs; q += kDnDwpwThreads) {
         int p = q / pairs, c0 = (q - p * pairs) * 2, m = p0 + p;
         float v[2] = {0.f, 0.f};
         if (m < gd.m && c0 < c) {
-            dn_px_dw1(in, dw_w, gd, m, c0, v);
+            dn_px_dw1<K, S>(in, dw_w, gd, m, c0, v);
             v[0] = mk_px_activate(v[0] + dw_b[c0], dw_act);
             v[1] = mk_px_activate(v[1] + dw_b[c0 + 1], dw_act);
         }
         dn_st_h<2>(as + p * ld + c0, v);
     }
+    cp_async_wait<0>();
     __syncthreads();
 
     const int wm = warp % WM, wn = warp / WM, active = warp < WM * WN;
@@ -365,18 +366,42 @@ __global__ void __launch_bounds__(kDnDwpwThreads)
     }
 }
 
+template <int TP, int BN, int WM, int WN, int K, int S>
+int launch_dwpw_ks(const dn_exec &x, const dn_dwpw_cfg &cfg, const __half *in, const __half *dw_w, const float *dw_b,
+                   int dw_act, const dn_cgeom &gd, const __half *pw_w, const dn_epi &e, const dn_cgeom &gp)
+{
+    dim3 grid((unsigned)((gp.m + TP - 1) / TP), (unsigned)((gp.k + BN - 1) / BN));
+    return dn_launch(x, cfg.name, dwpw_kernel<TP, BN, WM, WN, K, S>, grid, dim3(kDnDwpwThreads),
+                     dwpw_smem(cfg, gd.k), in, dw_w, dw_b, dw_act, gd, pw_w, e, gp);
+}
+
 template <int TP, int BN, int WM, int WN>
 int launch_dwpw(const dn_exec &x, const dn_dwpw_cfg &cfg, const __half *in, const __half *dw_w, const float *dw_b,
                 int dw_act, const dn_cgeom &gd, const __half *pw_w, const dn_epi &e, const dn_cgeom &gp)
 {
-    dim3 grid((unsigned)((gp.m + TP - 1) / TP), (unsigned)((gp.k + BN - 1) / BN));
-    return dn_launch(x, cfg.name, dwpw_kernel<TP, BN, WM, WN>, grid, dim3(kDnDwpwThreads), dwpw_smem(cfg, gd.k), in,
-                     dw_w, dw_b, dw_act, gd, pw_w, e, gp);
+    if (gd.size == 3)
+        return gd.stride == 1
+                   ? launch_dwpw_ks<TP, BN, WM, WN, 3, 1>(x, cfg, in, dw_w, dw_b, dw_act, gd, pw_w, e, gp)
+                   : launch_dwpw_ks<TP, BN, WM, WN, 3, 2>(x, cfg, in, dw_w, dw_b, dw_act, gd, pw_w, e, gp);
+    return gd.stride == 1 ? launch_dwpw_ks<TP, BN, WM, WN, 5, 1>(x, cfg, in, dw_w, dw_b, dw_act, gd, pw_w, e, gp)
+                          : launch_dwpw_ks<TP, BN, WM, WN, 5, 2>(x, cfg, in, dw_w, dw_b, dw_act, gd, pw_w, e, gp);
 }
 
 int max_smem(const void *kernel, size_t bytes)
 {
     return MK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+/* The shared memory every (K, S) instantiation of a dwpw variant may need. */
+template <int TP, int BN, int WM, int WN>
+int max_smem_dwpw(size_t bytes)
+{
+    int rc;
+    if ((rc = max_smem((const void *)dwpw_kernel<TP, BN, WM, WN, 3, 1>, bytes)) ||
+        (rc = max_smem((const void *)dwpw_kernel<TP, BN, WM, WN, 3, 2>, bytes)) ||
+        (rc = max_smem((const void *)dwpw_kernel<TP, BN, WM, WN, 5, 1>, bytes)))
+        return rc;
+    return max_smem((const void *)dwpw_kernel<TP, BN, WM, WN, 5, 2>, bytes);
 }
 
 } // namespace
@@ -424,7 +449,7 @@ int dn_conv_gemm_ok(const dn_cgeom &g)
 
 int dn_conv_dwpw_ok(const dn_cgeom &gd, const dn_cgeom &gp)
 {
-    return gd.k == gd.c && gd.c % 8 == 0 && gd.c <= kDwpwMaxC && gd.size % 2 == 1 &&
+    return gd.k == gd.c && gd.c % 8 == 0 && gd.c <= kDwpwMaxC && (gd.size == 3 || gd.size == 5) &&
            (gd.stride == 1 || gd.stride == 2) && gp.size == 1 && gp.stride == 1 && gp.pad == 0 && gp.c == gd.k &&
            gp.h == gd.oh && gp.w == gd.ow;
 }
@@ -455,11 +480,9 @@ int dn_conv_init(void)
     for (int v = 0; v < kDnDwpwCount; v++)
         dwpw_max[v] = dwpw_smem(kDnDwpw[v], kDwpwMaxC);
     if ((rc = max_smem((const void *)gemm_kernel<128, 128, 2, 4, 3>, gemm_smem<128, 128, 2, 4, 3>())) ||
-        (rc = max_smem((const void *)dwpw_kernel<16, 32, 1, 2>, dwpw_max[0])) ||
-        (rc = max_smem((const void *)dwpw_kernel<16, 64, 1, 4>, dwpw_max[1])) ||
-        (rc = max_smem((const void *)dwpw_kernel<32, 32, 2, 2>, dwpw_max[2])) ||
-        (rc = max_smem((const void *)dwpw_kernel<32, 64, 2, 2>, dwpw_max[3])) ||
-        (rc = max_smem((const void *)dwpw_kernel<64, 64, 2, 2>, dwpw_max[4])))
+        (rc = max_smem_dwpw<16, 32, 1, 2>(dwpw_max[0])) || (rc = max_smem_dwpw<16, 64, 1, 4>(dwpw_max[1])) ||
+        (rc = max_smem_dwpw<32, 32, 2, 2>(dwpw_max[2])) || (rc = max_smem_dwpw<32, 64, 2, 2>(dwpw_max[3])) ||
+        (rc = max_smem_dwpw<64, 64, 2, 2>(dwpw_max[4])))
         return mk_err_wrap(rc, "allowing the convolution kernels their shared memory");
     return 0;
 }

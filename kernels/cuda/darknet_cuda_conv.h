@@ -25,8 +25,8 @@ int dn_conv_variants(int kind);
 const char *dn_conv_variant_name(int kind, int variant);
 
 /* Whether a variant applies: small needs the weight table in 48 KB; dw a depthwise 3x3 or 5x5 of stride 1 or 2 and
- * even c; gemm groups = 1 and c a multiple of 8; dwpw a depthwise one as dw (any odd size, stride 1 or 2) with c a
- * multiple of 8 feeding a 1 x 1, stride 1 convolution. `g` (and `gp` for dwpw: the pointwise one). */
+ * even c; gemm groups = 1 and c a multiple of 8; dwpw a depthwise one as dw with c a multiple of 8 (at most 512)
+ * feeding a 1 x 1, stride 1 convolution. `g` (and `gp` for dwpw: the pointwise one). */
 int dn_conv_small_ok(const dn_cgeom &g);
 int dn_conv_dw_ok(const dn_cgeom &g);
 int dn_conv_gemm_ok(const dn_cgeom &g);

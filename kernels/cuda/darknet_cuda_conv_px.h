@@ -12,13 +12,16 @@
 
 #include <stdint.h>
 
-/* Index math also used by the launchers on the host; loop unrolling for nvcc only. */
+/* Index math also used by the launchers on the host; loop unrolling (whole, or by 4 for loops of unknown length,
+ * so that several loads are in flight) for nvcc only. */
 #ifdef __CUDACC__
 #define DN_HD static __host__ __device__ __forceinline__
 #define DN_UNROLL _Pragma("unroll")
+#define DN_UNROLL4 _Pragma("unroll 4")
 #else
 #define DN_HD static inline
 #define DN_UNROLL
+#define DN_UNROLL4
 #endif
 
 /* A convolution: input c x h x w, output k x oh x ow. For groups = 1 it is the GEMM out[m][n] = sum over kd of
@@ -273,6 +276,7 @@ DN_PX void dn_px_small_conv(const __half *in, const float *ws, const dn_cgeom &g
             const __half *px = in + ((size_t)iy * g.w + ix) * g.c;
             const float *wt = ws + (size_t)(ky * g.size + kx) * g.c * 8;
             if (g.c % 8 == 0) {
+                DN_UNROLL4
                 for (int ci = 0; ci < g.c; ci += 8) {
                     float x[8];
                     dn_ld_h<8>(px + ci, x);
@@ -286,6 +290,7 @@ DN_UNROLL
                     }
                 }
             } else {
+                DN_UNROLL4
                 for (int ci = 0; ci < g.c; ci++) {
                     float x = __half2float(px[ci]), wv[8];
                     dn_ld_f8(wt + ci * 8, wv);
@@ -391,26 +396,28 @@ DN_HD int dn_dwpw_ld(int c)
     return (c + 15) / 16 * 16 + 8;
 }
 
-/* The depthwise sums of channels c0, c0 + 1 at output pixel m, taps in the order (ky, kx); weights half
- * [c][size][size]. */
+/* The depthwise sums of channels c0, c0 + 1 at output pixel m of a K x K, stride S convolution, taps in the order
+ * (ky, kx) (a tap outside the image adds w * 0, which leaves the sum as skipping it would); weights half
+ * [c][K][K]. All K * K loads are issued before the first multiply. */
+template <int K, int S>
 DN_PX void dn_px_dw1(const __half *in, const __half *w, const dn_cgeom &g, int m, int c0, float v[2])
 {
-    int oy = m / g.ow, ox = m - oy * g.ow, kk = g.size * g.size;
-    v[0] = v[1] = 0.f;
-    for (int ky = 0; ky < g.size; ky++) {
-        int iy = oy * g.stride - g.pad + ky;
-        if (iy < 0 || iy >= g.h)
-            continue;
-        for (int kx = 0; kx < g.size; kx++) {
-            int ix = ox * g.stride - g.pad + kx;
-            if (ix < 0 || ix >= g.w)
-                continue;
-            float x[2];
-            dn_ld_h<2>(in + ((size_t)iy * g.w + ix) * g.c + c0, x);
-            int t = ky * g.size + kx;
-            v[0] += __half2float(w[(size_t)c0 * kk + t]) * x[0];
-            v[1] += __half2float(w[(size_t)(c0 + 1) * kk + t]) * x[1];
+    int oy = m / g.ow, ox = m - oy * g.ow;
+    float x[K * K][2];
+    DN_UNROLL
+    for (int t = 0; t < K * K; t++) {
+        int iy = oy * S - g.pad + t / K, ix = ox * S - g.pad + t % K;
+        if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) {
+            dn_ld_h<2>(in + ((size_t)iy * g.w + ix) * g.c + c0, x[t]);
+        } else {
+            x[t][0] = x[t][1] = 0.f;
         }
+    }
+    v[0] = v[1] = 0.f;
+    DN_UNROLL
+    for (int t = 0; t < K * K; t++) {
+        v[0] += __half2float(w[(size_t)c0 * K * K + t]) * x[t][0];
+        v[1] += __half2float(w[(size_t)(c0 + 1) * K * K + t]) * x[t][1];
     }
 }
 
