@@ -25,8 +25,10 @@
  * every applicable implementation of each convolution is timed on the layer's own buffers (a CUDA graph of a few
  * launches, replayed, the least time kept: the cost a graph node really has) and the fastest kept; layers of equal
  * shape share one measurement. Then each depthwise -> pointwise pair is timed fused against its two kernels. A
- * [route] of one input (all channels, or any channel group in NCHW) is a view (no kernel); maxpool, route,
- * shortcut, upsample, yolo are one kernel each; dropout is nothing. Every kernel is launched with programmatic
+ * [route] of one input (all channels, or any channel group in NCHW) is a view (no kernel); a [route] of several
+ * is one kernel, which also computes the [maxpool] and [upsample] layers read by it alone (SPP blocks, the
+ * upsampling before a concatenation); maxpool, shortcut, upsample, yolo are one kernel each otherwise; dropout is
+ * nothing. Every kernel is launched with programmatic
  * dependent launch (sm_90): the next kernel's launch and weight loads overlap the end of the one before.
  *
  * Layouts: FP32 runs NCHW. FP16 keeps activations in half, in NHWC (cuDNN's tensor-core layout and that of our
@@ -255,6 +257,16 @@ int take_slot(net_state *st, size_t bytes, int def)
     return s;
 }
 
+/* The layer whose output a reader of layer j's output really reads: j, or for a maxpool or upsample computed inside
+ * the route that reads it, that layer's input. */
+int read_from(const mk_net_t *net, const net_state *st, int j)
+{
+    if (j >= 0 && st->ls[j].fused &&
+        (net->layers[j].type == MK_LAYER_MAXPOOL || net->layers[j].type == MK_LAYER_UPSAMPLE))
+        return net->layers[j].input;
+    return j;
+}
+
 /* Which layers are fused into a convolution's epilogue, which outputs are views, which values exist, how long
  * each lives and where it goes in the arena. */
 int plan(mk_net_t *net, net_state *st)
@@ -300,6 +312,20 @@ int plan(mk_net_t *net, net_state *st)
         st->ls[i].run = 0;
         st->ls[j].fused = 1;
     }
+    /* A [maxpool] or [upsample] read only by a concatenating [route] is computed by the route's kernel. */
+    for (int i = 0; i < n && !st->debug; i++) {
+        const mk_layer_t *l = &net->layers[i];
+        if (l->type != MK_LAYER_ROUTE || l->route.n < 2)
+            continue;
+        for (int k = 0; k < l->route.n; k++) {
+            int j = l->route.layers[k];
+            if (j >= 0 && readers[j] == 1 &&
+                (net->layers[j].type == MK_LAYER_MAXPOOL || net->layers[j].type == MK_LAYER_UPSAMPLE)) {
+                st->ls[j].run = 0;
+                st->ls[j].fused = 1;
+            }
+        }
+    }
     free(readers);
 
     st->in_value = new_value(st, (size_t)net->c * net->h * net->w * st->esize, -1, st->debug);
@@ -326,7 +352,8 @@ int plan(mk_net_t *net, net_state *st)
     for (int i = 0; i < n; i++) {
         int m = inputs_of(&net->layers[i], in);
         for (int k = 0; k < m; k++) {
-            value_t *v = &st->values[in[k] < 0 ? st->in_value : st->ls[in[k]].value];
+            int j = read_from(net, st, in[k]);
+            value_t *v = &st->values[j < 0 ? st->in_value : st->ls[j].value];
             if (v->last_use < i)
                 v->last_use = i;
         }
@@ -766,11 +793,21 @@ int run_layers(mk_net_t *net, net_state *st, cudaStream_t s)
             dn_route_args a;
             a.n = l->route.n;
             for (int k = 0; k < a.n; k++) {
-                const dn_tensor &t = tensor_of(st, l->route.layers[k]);
-                a.in[k] = t.data;
-                a.in_c[k] = t.c;
-                a.count[k] = t.c / l->route.groups;
-                a.first[k] = l->route.group_id * a.count[k];
+                int j = l->route.layers[k], src = read_from(net, st, j);
+                const dn_tensor &t = tensor_of(st, src);
+                dn_src *in = &a.in[k];
+                *in = {t.data, t.c, t.h, t.w, 0, t.c / l->route.groups, DN_SRC_COPY, 0, 0, 0, 1.f};
+                in->first = l->route.group_id * in->count;
+                if (src != j && net->layers[j].type == MK_LAYER_UPSAMPLE) {
+                    in->op = DN_SRC_UPSAMPLE;
+                    in->stride = net->layers[j].upsample.stride;
+                    in->scale = net->layers[j].upsample.scale;
+                } else if (src != j) {
+                    in->op = DN_SRC_MAXPOOL;
+                    in->size = net->layers[j].maxpool.size;
+                    in->stride = net->layers[j].maxpool.stride;
+                    in->pad = net->layers[j].maxpool.pad;
+                }
             }
             rc = dn_route(x, a, out);
             break;

@@ -77,7 +77,7 @@ template <typename T>
 __global__ void route_kernel(dn_route_args a, T *out, int c, int h, int w, int nhwc)
 {
     DN_INDEX(c * h * w)
-    dn_px_route(i, a.n, a.in, a.in_c, a.first, a.count, out, c, h, w, nhwc);
+    dn_px_route(i, a.n, a.in, out, c, h, w, nhwc);
 }
 
 template <typename T>

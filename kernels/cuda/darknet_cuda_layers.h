@@ -11,9 +11,9 @@
 #ifndef MK_DARKNET_CUDA_LAYERS_H
 #define MK_DARKNET_CUDA_LAYERS_H
 
-#include "darknet_internal.h"
-
 #include "cuda_check.h"
+#include "darknet_cuda_px.h"
+#include "darknet_internal.h"
 #include "errors.h"
 
 #include <cuda_runtime.h>
@@ -73,12 +73,11 @@ int dn_conv_yolo(const dn_exec &x, const dn_tensor &in, const float *weights, co
 /* Darknet's maxpool: window of output (x, y) at x * stride - pad / 2 + 0..size-1; inputs outside are skipped. */
 int dn_maxpool(const dn_exec &x, const dn_tensor &in, int size, int stride, int pad, const dn_tensor &out);
 
-/* Route: out's channels are, in order, channels [first[k], first[k] + count[k]) of each input k (in_c[k] channels,
- * out's h, w, type and layout). */
+/* Route: out's channels are, in order, the channels of each input (dn_src: a slice of a tensor of out's type and
+ * layout, possibly through an upsampling or a maxpool). */
 struct dn_route_args {
     int n;
-    const void *in[MK_NET_MAX_ROUTE];
-    int in_c[MK_NET_MAX_ROUTE], first[MK_NET_MAX_ROUTE], count[MK_NET_MAX_ROUTE];
+    dn_src in[MK_NET_MAX_ROUTE];
 };
 int dn_route(const dn_exec &x, const dn_route_args &args, const dn_tensor &out);
 

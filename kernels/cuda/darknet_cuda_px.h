@@ -142,13 +142,12 @@ DN_PX void dn_px_conv(int i, const T *in, const float *weights, const float *bia
     dn_st(out, i, v);
 }
 
-/* Darknet's maxpool (darknet_internal.h): inputs outside the image are skipped. */
+/* Darknet's maxpool (darknet_internal.h) at output (oy, ox) of channel ch of the c x h x w input: inputs outside
+ * the image are skipped. */
 template <typename T>
-DN_PX void dn_px_maxpool(int i, const T *in, T *out, int c, int h, int w, int oh, int ow, int size, int stride,
-                         int pad, int nhwc)
+DN_PX float dn_px_pool(const T *in, int ch, int oy, int ox, int c, int h, int w, int size, int stride, int pad,
+                       int nhwc)
 {
-    int ch, oy, ox;
-    dn_coords(i, c, oh, ow, nhwc, &ch, &oy, &ox);
     int off = -pad / 2;
     float best = -FLT_MAX;
     for (int dy = 0; dy < size; dy++) {
@@ -164,22 +163,52 @@ DN_PX void dn_px_maxpool(int i, const T *in, T *out, int c, int h, int w, int oh
             }
         }
     }
-    dn_st(out, i, best);
+    return best;
 }
 
-/* Route: output channel ch comes from input k = the first whose count[] it falls in, channel first[k] + the rest;
- * in[k] has in_c[k] channels and the output's h and w. */
 template <typename T>
-DN_PX void dn_px_route(int i, int n, const void *const *in, const int *in_c, const int *first, const int *count,
-                       T *out, int c, int h, int w, int nhwc)
+DN_PX void dn_px_maxpool(int i, const T *in, T *out, int c, int h, int w, int oh, int ow, int size, int stride,
+                         int pad, int nhwc)
+{
+    int ch, oy, ox;
+    dn_coords(i, c, oh, ow, nhwc, &ch, &oy, &ox);
+    dn_st(out, i, dn_px_pool(in, ch, oy, ox, c, h, w, size, stride, pad, nhwc));
+}
+
+/* One input of a route: channels [first, first + count) of the c x h x w tensor at data, read as they are
+ * (DN_SRC_COPY: h, w are the route's), through Darknet's nearest upsampling by stride times scale (DN_SRC_UPSAMPLE:
+ * the route's h, w are stride times the tensor's), or through Darknet's maxpool of size, stride, pad
+ * (DN_SRC_MAXPOOL: the tensor is the pool's input). The last two are [upsample] and [maxpool] layers whose only
+ * reader is the route, computed inside its kernel with their own arithmetic. */
+enum { DN_SRC_COPY, DN_SRC_UPSAMPLE, DN_SRC_MAXPOOL };
+
+struct dn_src {
+    const void *data;
+    int c, h, w, first, count;
+    int op, size, stride, pad;
+    float scale;
+};
+
+/* Route: output channel ch comes from input k = the first whose count it falls in, channel first + the rest. */
+template <typename T>
+DN_PX void dn_px_route(int i, int n, const dn_src *in, T *out, int c, int h, int w, int nhwc)
 {
     int ch, y, x, k = 0;
     dn_coords(i, c, h, w, nhwc, &ch, &y, &x);
-    while (k < n - 1 && ch >= count[k]) {
-        ch -= count[k];
+    while (k < n - 1 && ch >= in[k].count) {
+        ch -= in[k].count;
         k++;
     }
-    out[i] = ((const T *)in[k])[dn_at(first[k] + ch, y, x, in_c[k], h, w, nhwc)];
+    const dn_src &s = in[k];
+    const T *p = (const T *)s.data;
+    ch += s.first;
+    switch (s.op) {
+    case DN_SRC_UPSAMPLE:
+        dn_st(out, i, s.scale * dn_ld(p, dn_at(ch, y / s.stride, x / s.stride, s.c, s.h, s.w, nhwc)));
+        break;
+    case DN_SRC_MAXPOOL: dn_st(out, i, dn_px_pool(p, ch, y, x, s.c, s.h, s.w, s.size, s.stride, s.pad, nhwc)); break;
+    default: out[i] = p[dn_at(ch, y, x, s.c, s.h, s.w, nhwc)];
+    }
 }
 
 template <typename T>
