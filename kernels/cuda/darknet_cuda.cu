@@ -10,10 +10,10 @@
  * kept until the next pass). Then each convolution's implementation is chosen (below), one warm-up pass runs layer
  * by layer and the pass is captured into a CUDA graph.
  *
- * A forward pass queues the copy (FP32) or conversion (FP16) of the caller's input into the internal input
- * buffer, then launches the graph. The copy stays outside the graph: a captured copy keeps the caller's pointer,
- * and 2-D copy nodes cannot be retargeted in an instantiated graph (only 1-D ones), so any input image works this
- * way at the cost of one more operation on the stream. Nothing in a pass synchronises with the host.
+ * A forward pass launches the graph, whose first node is the kernel that copies (FP32) or converts (FP16) the
+ * caller's input into the internal input buffer: when the caller's pointer or pitch changes, that kernel node is
+ * pointed at the new source in the instantiated graph first (a kernel node can be, a 2-D copy node cannot). Layer
+ * by layer, the copy or conversion is queued before the layers. Nothing in a pass synchronises with the host.
  *
  * A convolution is one of (darknet_cuda_conv.h for ours):
  *   cudnn   cuDNN's kernel(s) plus one epilogue kernel (bias + activation)
@@ -155,6 +155,11 @@ struct net_state {
     int *split_cnt;  /* split-K tile counters (zero between launches) */
     size_t split_floats, split_counters;
     cudaEvent_t ev[2];
+    cudaGraph_t graph_def;    /* the captured pass, kept for its input node */
+    cudaGraphNode_t in_node;  /* the input kernel, the graph's first node */
+    const void *in_src;       /* where that kernel reads now, */
+    size_t in_pitch;          /* with this pitch */
+    float *in_zero;           /* a zero input, what the graph reads until the first pass */
     cudaGraphExec_t exec;
 };
 
@@ -831,9 +836,10 @@ int run_layers(mk_net_t *net, net_state *st, cudaStream_t s)
     return 0;
 }
 
-/* Records what `body` queues on `s` into a CUDA graph and instantiates it. */
+/* Records what `body` queues on `s` into a CUDA graph and instantiates it; the graph itself is destroyed, or kept in
+ * *keep. */
 template <typename F>
-int capture_graph(cudaStream_t s, F body, cudaGraphExec_t *exec)
+int capture_graph(cudaStream_t s, F body, cudaGraphExec_t *exec, cudaGraph_t *keep = NULL)
 {
     cudaGraph_t g = NULL;
     *exec = NULL;
@@ -845,12 +851,16 @@ int capture_graph(cudaStream_t s, F body, cudaGraphExec_t *exec)
     rc = brc ? brc : MK_CUDA_CHECK(end);
     if (!rc)
         rc = MK_CUDA_CHECK(cudaGraphInstantiate(exec, g, 0));
-    if (g)
-        warn_failed(MK_CUDA_CHECK(cudaGraphDestroy(g)));
-    if (rc) {
+    if (rc && *exec) {
+        warn_failed(MK_CUDA_CHECK(cudaGraphExecDestroy(*exec)));
         *exec = NULL;
-        cudaGetLastError(); /* the failed capture's error is reported through rc; nothing sticky is left */
     }
+    if (g && (rc || !keep))
+        warn_failed(MK_CUDA_CHECK(cudaGraphDestroy(g)));
+    else if (keep)
+        *keep = g;
+    if (rc)
+        cudaGetLastError(); /* the failed capture's error is reported through rc; nothing sticky is left */
     return rc;
 }
 
@@ -1028,15 +1038,44 @@ int tune(mk_ctx_t *ctx, mk_net_t *net, net_state *st, const options *o)
     return 0;
 }
 
-/* Records one pass into the state's CUDA graph; without programmatic dependent launch if that fails. */
+/* Records one pass into the state's CUDA graph, the input kernel first (reading the zero input until a pass points it
+ * at the caller's); without programmatic dependent launch if that fails. */
 int capture(mk_net_t *net, net_state *st, cudaStream_t s)
 {
-    int rc = capture_graph(s, [&]() { return run_layers(net, st, s); }, &st->exec);
+    size_t row = (size_t)net->w * sizeof(float), n = 1;
+    int rc;
+    if (!st->in_zero &&
+        ((rc = mk_cuda_alloc(net->ctx, row * net->c * net->h, MK_MEM_DEVICE, (void **)&st->in_zero)) ||
+         (rc = MK_CUDA_CHECK(cudaMemsetAsync(st->in_zero, 0, row * net->c * net->h, s)))))
+        return rc;
+    st->in_src = st->in_zero;
+    st->in_pitch = row;
+    auto pass = [&]() {
+        int prc = dn_input(exec_of(st, s), st->in_zero, row, st->in);
+        return prc ? prc : run_layers(net, st, s);
+    };
+    rc = capture_graph(s, pass, &st->exec, &st->graph_def);
     if (rc && st->pdl) {
         MK_WARN("%s: capturing the pass with programmatic dependent launch failed (%s); capturing without it",
                 net->cfg_name, mk_err_msg());
         st->pdl = 0;
-        rc = capture_graph(s, [&]() { return run_layers(net, st, s); }, &st->exec);
+        rc = capture_graph(s, pass, &st->exec, &st->graph_def);
+    }
+    if (rc)
+        return rc;
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    if (!(rc = MK_CUDA_CHECK(cudaGraphGetRootNodes(st->graph_def, NULL, &n))) && n == 1 &&
+        !(rc = MK_CUDA_CHECK(cudaGraphGetRootNodes(st->graph_def, &st->in_node, &n))) &&
+        !(rc = MK_CUDA_CHECK(cudaGraphNodeGetType(st->in_node, &type))) && type != cudaGraphNodeTypeKernel)
+        rc = mk_err_set(MK_ESTATE, "%s: the captured pass does not start with the input kernel", net->cfg_name);
+    else if (!rc && n != 1)
+        rc = mk_err_set(MK_ESTATE, "%s: the captured pass has %zu first nodes, expected the input kernel alone",
+                        net->cfg_name, n);
+    if (rc) {
+        warn_failed(MK_CUDA_CHECK(cudaGraphExecDestroy(st->exec)));
+        warn_failed(MK_CUDA_CHECK(cudaGraphDestroy(st->graph_def)));
+        st->exec = NULL;
+        st->graph_def = NULL;
     }
     return rc;
 }
@@ -1136,6 +1175,10 @@ void release_state(mk_ctx_t *ctx, mk_net_t *net, net_state *st)
         return;
     if (st->exec)
         warn_failed(MK_CUDA_CHECK(cudaGraphExecDestroy(st->exec)));
+    if (st->graph_def)
+        warn_failed(MK_CUDA_CHECK(cudaGraphDestroy(st->graph_def)));
+    if (st->in_zero)
+        mk_cuda_free(ctx, st->in_zero, MK_MEM_DEVICE);
     for (int i = 0; st->conv && i < net->n_layers; i++) {
         conv_state *c = &st->conv[i];
         if (c->xd)
@@ -1270,13 +1313,19 @@ extern "C" int mk_net_forward_cuda(mk_ctx_t *ctx, mk_net_t *net, const mk_image_
     net_state *st = (net_state *)net->backend_state;
     cudaStream_t s = MK_STREAM(ctx);
     size_t row = (size_t)net->w * sizeof(float);
-    int rc = st->half ? dn_input(exec_of(st, s), (const float *)input->data, input->pitch, st->in)
-                      : mk_cuda_copy2d(ctx, st->in.data, row, input->data, input->pitch, row, (size_t)net->c * net->h);
-    if (rc)
-        return rc;
-    if (st->graph && st->exec)
+    int rc;
+    if (st->graph && st->exec) {
+        if (input->data != st->in_src || input->pitch != st->in_pitch) {
+            if ((rc = dn_input_retarget(st->exec, st->in_node, (const float *)input->data, input->pitch, st->in)))
+                return rc;
+            st->in_src = input->data;
+            st->in_pitch = input->pitch;
+        }
         return MK_CUDA_CHECK(cudaGraphLaunch(st->exec, s));
-    return run_layers(net, st, s);
+    }
+    rc = st->half ? dn_input(exec_of(st, s), (const float *)input->data, input->pitch, st->in)
+                  : mk_cuda_copy2d(ctx, st->in.data, row, input->data, input->pitch, row, (size_t)net->c * net->h);
+    return rc ? rc : run_layers(net, st, s);
 }
 
 extern "C" void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net)

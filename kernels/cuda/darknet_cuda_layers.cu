@@ -117,6 +117,19 @@ int dn_input(const dn_exec &x, const float *src, size_t pitch, const dn_tensor &
                      dst.w, dst.nhwc);
 }
 
+int dn_input_retarget(cudaGraphExec_t exec, cudaGraphNode_t node, const float *src, size_t pitch,
+                      const dn_tensor &dst)
+{
+    int n = size_of(dst), c = dst.c, h = dst.h, w = dst.w, nhwc = dst.nhwc;
+    void *data = dst.data, *args[] = {&src, &pitch, &data, &c, &h, &w, &nhwc};
+    cudaKernelNodeParams p = {};
+    p.func = dst.half ? (void *)input_kernel<__half> : (void *)input_kernel<float>;
+    p.gridDim = dim3(blocks_for(n));
+    p.blockDim = dim3(kThreads);
+    p.kernelParams = args;
+    return MK_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec, node, &p));
+}
+
 int dn_bias_act(const dn_exec &x, const dn_tensor &y, const float *bias, int act, const dn_tensor *res, int act2,
                 const dn_tensor &out)
 {

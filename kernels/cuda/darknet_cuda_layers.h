@@ -53,8 +53,12 @@ int dn_launch(const dn_exec &x, const char *name, void (*kernel)(P...), dim3 gri
               : 0;
 }
 
-/* The network input: float32 planes (row pitch `pitch` bytes, plane p row y at (p * h + y) * pitch) into `dst`. */
+/* The network input: float32 planes (row pitch `pitch` bytes, plane p row y at (p * h + y) * pitch) into `dst`.
+ * dn_input_retarget points that kernel, captured as `node` of the instantiated graph `exec`, at another source
+ * (later launches of the graph read it; launches already queued are not affected). */
 int dn_input(const dn_exec &x, const float *src, size_t pitch, const dn_tensor &dst);
+int dn_input_retarget(cudaGraphExec_t exec, cudaGraphNode_t node, const float *src, size_t pitch,
+                      const dn_tensor &dst);
 
 /* out = act2(act(y + bias[c]) + res), or act(y + bias[c]) without `res` (NULL data); out may be y. */
 int dn_bias_act(const dn_exec &x, const dn_tensor &y, const float *bias, int act, const dn_tensor *res, int act2,
