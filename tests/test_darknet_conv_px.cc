@@ -496,6 +496,59 @@ void test_krange(void **state)
         }
 }
 
+/* A route that computes the maxpool and upsample layers it alone reads (darknet_cuda_px.h, dn_src) gives the same
+ * bits as those layers' own kernels followed by a plain concatenation, in both layouts: an SPP block (stride-1
+ * pools of 5 and 3 of X, X itself) and an upsampled input next to a channel slice and a stride-2 pool. */
+void test_route_sources(void **state)
+{
+    (void)state;
+    const int c = 6, h = 5, w = 7;
+    rng_t r = {99};
+    std::vector<__half> x((size_t)c * h * w), y((size_t)c * 3 * 4), z((size_t)c * 6 * 8), q((size_t)c * 12 * 16);
+    for (std::vector<__half> *t : {&x, &y, &z, &q})
+        for (auto &v : *t)
+            v = __float2half_rn(r.uni(-3.f, 3.f));
+    for (int nhwc = 0; nhwc < 2; nhwc++) {
+        /* SPP: [maxpool 5/1 pad 4, maxpool 3/1 pad 2, X] */
+        std::vector<__half> p5(x.size()), p3(x.size()), spp(3 * x.size()), ref(3 * x.size());
+        for (int i = 0; i < c * h * w; i++) {
+            dn_px_maxpool(i, x.data(), p5.data(), c, h, w, h, w, 5, 1, 4, nhwc);
+            dn_px_maxpool(i, x.data(), p3.data(), c, h, w, h, w, 3, 1, 2, nhwc);
+        }
+        dn_src spp_in[3] = {{x.data(), c, h, w, 0, c, DN_SRC_MAXPOOL, 5, 1, 4, 1.f},
+                            {x.data(), c, h, w, 0, c, DN_SRC_MAXPOOL, 3, 1, 2, 1.f},
+                            {x.data(), c, h, w, 0, c, DN_SRC_COPY, 0, 0, 0, 1.f}};
+        dn_src spp_ref[3] = {{p5.data(), c, h, w, 0, c, DN_SRC_COPY, 0, 0, 0, 1.f},
+                             {p3.data(), c, h, w, 0, c, DN_SRC_COPY, 0, 0, 0, 1.f},
+                             {x.data(), c, h, w, 0, c, DN_SRC_COPY, 0, 0, 0, 1.f}};
+        for (int i = 0; i < 3 * c * h * w; i++) {
+            dn_px_route(i, 3, spp_in, spp.data(), 3 * c, h, w, nhwc);
+            dn_px_route(i, 3, spp_ref, ref.data(), 3 * c, h, w, nhwc);
+        }
+        assert_memory_equal(spp.data(), ref.data(), spp.size() * sizeof(__half));
+        /* [Y (3 x 4) upsampled by 2 times 0.5, channels 3..5 of Z (6 x 8), maxpool 2/2 (padding 1) of Q (12 x 16)] */
+        std::vector<__half> up((size_t)c * 6 * 8), pq((size_t)c * 6 * 8), cat((size_t)(2 * c + c / 2) * 6 * 8),
+            cref(cat.size());
+        for (int i = 0; i < c * 6 * 8; i++) {
+            dn_px_upsample(i, y.data(), up.data(), c, 3, 4, 2, 0.5f, nhwc);
+            dn_px_maxpool(i, q.data(), pq.data(), c, 12, 16, 6, 8, 2, 2, 1, nhwc);
+        }
+        dn_src cat_in[3] = {{y.data(), c, 3, 4, 0, c, DN_SRC_UPSAMPLE, 0, 2, 0, 0.5f},
+                            {z.data(), c, 6, 8, c / 2, c / 2, DN_SRC_COPY, 0, 0, 0, 1.f},
+                            {q.data(), c, 12, 16, 0, c, DN_SRC_MAXPOOL, 2, 2, 1, 1.f}};
+        dn_src cat_ref[3] = {{up.data(), c, 6, 8, 0, c, DN_SRC_COPY, 0, 0, 0, 1.f},
+                             {z.data(), c, 6, 8, c / 2, c / 2, DN_SRC_COPY, 0, 0, 0, 1.f},
+                             {pq.data(), c, 6, 8, 0, c, DN_SRC_COPY, 0, 0, 0, 1.f}};
+        for (int i = 0; i < (int)cat.size(); i++) {
+            dn_px_route(i, 3, cat_in, cat.data(), 2 * c + c / 2, 6, 8, nhwc);
+            dn_px_route(i, 3, cat_ref, cref.data(), 2 * c + c / 2, 6, 8, nhwc);
+        }
+        assert_memory_equal(cat.data(), cref.data(), cat.size() * sizeof(__half));
+        /* and the fused forms differ from a wrong one: the pools' windows matter */
+        assert_memory_not_equal(p5.data(), p3.data(), p5.size() * sizeof(__half));
+    }
+}
+
 /* The emulation itself must notice a broken kernel: a gemm whose A rows are off by one pixel fails the check. */
 void test_check_bites(void **state)
 {
@@ -520,7 +573,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm),  cmocka_unit_test(test_small),  cmocka_unit_test(test_dw),
-        cmocka_unit_test(test_dwpw),  cmocka_unit_test(test_krange), cmocka_unit_test(test_check_bites),
+        cmocka_unit_test(test_dwpw),  cmocka_unit_test(test_krange), cmocka_unit_test(test_route_sources),
+        cmocka_unit_test(test_check_bites),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
