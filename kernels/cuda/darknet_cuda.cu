@@ -159,7 +159,7 @@ struct net_state {
     cudaGraphNode_t in_node;  /* the input kernel, the graph's first node */
     const void *in_src;       /* where that kernel reads now, */
     size_t in_pitch;          /* with this pitch */
-    float *in_zero;           /* a zero input, what the graph reads until the first pass */
+    float *in_zero;           /* a zero input: what the graph reads until the first pass, and the timings */
     cudaGraphExec_t exec;
 };
 
@@ -1026,10 +1026,20 @@ int tune_fusion(mk_ctx_t *ctx, mk_net_t *net, net_state *st, const options *o)
     return 0;
 }
 
-/* Every convolution's implementation. */
+/* Every convolution's implementation. First, whether graphs can hold programmatic dependent launches at all (the
+ * timings are graphs): two input conversions in a row. */
 int tune(mk_ctx_t *ctx, mk_net_t *net, net_state *st, const options *o)
 {
+    cudaStream_t s = MK_STREAM(ctx);
+    size_t row = (size_t)net->w * sizeof(float);
+    double us;
     int rc;
+    if (st->pdl &&
+        time_body(st, s, [&]() { return dn_input(exec_of(st, s), st->in_zero, row, st->in); }, 2, &us)) {
+        MK_WARN("%s: a graph with programmatic dependent launch failed (%s); launching without it", net->cfg_name,
+                mk_err_msg());
+        st->pdl = 0;
+    }
     for (int i = 0; i < net->n_layers; i++)
         if (net->layers[i].type == MK_LAYER_CONV && (rc = tune_conv(ctx, net, st, i)))
             return rc;
@@ -1044,10 +1054,6 @@ int capture(mk_net_t *net, net_state *st, cudaStream_t s)
 {
     size_t row = (size_t)net->w * sizeof(float), n = 1;
     int rc;
-    if (!st->in_zero &&
-        ((rc = mk_cuda_alloc(net->ctx, row * net->c * net->h, MK_MEM_DEVICE, (void **)&st->in_zero)) ||
-         (rc = MK_CUDA_CHECK(cudaMemsetAsync(st->in_zero, 0, row * net->c * net->h, s)))))
-        return rc;
     st->in_src = st->in_zero;
     st->in_pitch = row;
     auto pass = [&]() {
@@ -1133,8 +1139,11 @@ int prepare(mk_ctx_t *ctx, mk_net_t *net, const options *o, net_state **out)
         (rc = MK_CUDA_CHECK(cudaEventCreate(&st->ev[0]))) || (rc = MK_CUDA_CHECK(cudaEventCreate(&st->ev[1]))) ||
         (st->half && st->nhwc && (rc = dn_conv_init())))
         return rc;
+    size_t in_bytes = (size_t)net->c * net->h * net->w * sizeof(float);
     if ((rc = upload_weights(ctx, net, st)) || (rc = mk_cuda_alloc(ctx, st->arena_bytes, MK_MEM_DEVICE, &st->arena)) ||
-        (rc = MK_CUDA_CHECK(cudaMemsetAsync(st->arena, 0, st->arena_bytes, s))))
+        (rc = MK_CUDA_CHECK(cudaMemsetAsync(st->arena, 0, st->arena_bytes, s))) ||
+        (rc = mk_cuda_alloc(ctx, in_bytes, MK_MEM_DEVICE, (void **)&st->in_zero)) ||
+        (rc = MK_CUDA_CHECK(cudaMemsetAsync(st->in_zero, 0, in_bytes, s))))
         return rc;
     bind(net, st);
     if ((rc = choose_algos(ctx, net, st)) || (rc = alloc_split_ws(ctx, net, st)) || (rc = tune(ctx, net, st, o)))
