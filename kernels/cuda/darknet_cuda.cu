@@ -968,14 +968,22 @@ int tune_conv(mk_ctx_t *ctx, mk_net_t *net, net_state *st, int i)
     return 0;
 }
 
-/* Whether the depthwise layer i and the 1 x 1 convolution j reading it may run as one dwpw kernel. */
+/* Whether a convolution may run on one of our FP16 NHWC kernels (the switches left it one). */
+int own_allowed(const conv_state *c)
+{
+    return has_cand(c, IMPL_SMALL) || has_cand(c, IMPL_DW) || has_cand(c, IMPL_GEMM);
+}
+
+/* Whether the depthwise layer i and the 1 x 1 convolution j reading it may run as one dwpw kernel: both allowed on
+ * our kernels, the depthwise output read by j alone and not fused into anything else. */
 int dwpw_pair(const mk_net_t *net, const net_state *st, int i, int j)
 {
     const conv_state *d = &st->conv[i], *p = &st->conv[j];
     const mk_layer_t *lj = &net->layers[j];
     return lj->type == MK_LAYER_CONV && lj->input == i && net->layers[i].type == MK_LAYER_CONV && d->depthwise &&
            st->ls[i].readers == 1 && d->shortcut < 0 && d->yolo < 0 && !st->ls[i].fused && d->has_w && p->has_w &&
-           p->impl.kind != IMPL_DWPW && lj->conv.groups == 1 && dn_conv_dwpw_ok(d->geom, p->geom);
+           own_allowed(d) && own_allowed(p) && p->impl.kind != IMPL_DWPW && lj->conv.groups == 1 &&
+           dn_conv_dwpw_ok(d->geom, p->geom);
 }
 
 /* Fuses depthwise -> pointwise pairs where one dwpw kernel is faster than the two (or where MASKD_NET_FUSE=1 or
