@@ -518,26 +518,41 @@ static void test_fp16(void **state)
 }
 
 /* Each of our FP16 NHWC kernels pinned where it applies (expect_impls checks that it ran): the small and depthwise
- * ones and the fused depthwise + pointwise ones on the model with depthwise convolutions, the gemm tiles with and
+ * ones (unfused, or the dwpw kernels could take every depthwise layer) and the fused depthwise + pointwise ones on
+ * the model with depthwise convolutions, the gemm tiles with and
  * without split-K on yolov4-tiny's larger layers (3 x 3, up to 4608-long sums) and on the 1 x 1 layers of the
  * depthwise model, the cuDNN and direct kernels alone in NHWC. */
 static void test_fp16_kernels(void **state)
 {
     (void)state;
     static const char *const coco[] = {
-        "MASKD_NET_CONV=small",      "MASKD_NET_CONV=dw1",        "MASKD_NET_CONV=dw2",
-        "MASKD_NET_CONV=dw4",        "MASKD_NET_CONV=dwpw16x32",  "MASKD_NET_CONV=dwpw16x64",
-        "MASKD_NET_CONV=dwpw32x32",  "MASKD_NET_CONV=dwpw32x64",  "MASKD_NET_CONV=dwpw64x64",
-        "MASKD_NET_FUSE=0",          "MASKD_NET_FUSE=1",          "MASKD_NET_CONV=gemm32x32 MASKD_NET_SPLITK=1",
-        "MASKD_NET_CONV=gemm64x64 MASKD_NET_SPLITK=3",            "MASKD_NET_CONV=cudnn",
+        "MASKD_NET_CONV=small",
+        "MASKD_NET_CONV=dw1 MASKD_NET_FUSE=0",
+        "MASKD_NET_CONV=dw2 MASKD_NET_FUSE=0",
+        "MASKD_NET_CONV=dw4 MASKD_NET_FUSE=0",
+        "MASKD_NET_CONV=dwpw16x32",
+        "MASKD_NET_CONV=dwpw16x64",
+        "MASKD_NET_CONV=dwpw32x32",
+        "MASKD_NET_CONV=dwpw32x64",
+        "MASKD_NET_CONV=dwpw64x64",
+        "MASKD_NET_FUSE=0",
+        "MASKD_NET_FUSE=1",
+        "MASKD_NET_CONV=gemm32x32 MASKD_NET_SPLITK=1",
+        "MASKD_NET_CONV=gemm64x64 MASKD_NET_SPLITK=3",
+        "MASKD_NET_CONV=cudnn",
         "MASKD_NET_CONV=direct",
     };
     static const char *const tiny[] = {
-        "MASKD_NET_CONV=gemm32x32 MASKD_NET_SPLITK=1",  "MASKD_NET_CONV=gemm64x32 MASKD_NET_SPLITK=1",
-        "MASKD_NET_CONV=gemm32x64 MASKD_NET_SPLITK=1",  "MASKD_NET_CONV=gemm64x64 MASKD_NET_SPLITK=1",
-        "MASKD_NET_CONV=gemm128x64 MASKD_NET_SPLITK=1", "MASKD_NET_CONV=gemm64x128 MASKD_NET_SPLITK=1",
-        "MASKD_NET_CONV=gemm128x128 MASKD_NET_SPLITK=1", "MASKD_NET_CONV=gemm32x32 MASKD_NET_SPLITK=5",
-        "MASKD_NET_CONV=gemm64x64 MASKD_NET_SPLITK=4",  "MASKD_NET_CONV=gemm128x128 MASKD_NET_SPLITK=16",
+        "MASKD_NET_CONV=gemm32x32 MASKD_NET_SPLITK=1",
+        "MASKD_NET_CONV=gemm64x32 MASKD_NET_SPLITK=1",
+        "MASKD_NET_CONV=gemm32x64 MASKD_NET_SPLITK=1",
+        "MASKD_NET_CONV=gemm64x64 MASKD_NET_SPLITK=1",
+        "MASKD_NET_CONV=gemm128x64 MASKD_NET_SPLITK=1",
+        "MASKD_NET_CONV=gemm64x128 MASKD_NET_SPLITK=1",
+        "MASKD_NET_CONV=gemm128x128 MASKD_NET_SPLITK=1",
+        "MASKD_NET_CONV=gemm32x32 MASKD_NET_SPLITK=5",
+        "MASKD_NET_CONV=gemm64x64 MASKD_NET_SPLITK=4",
+        "MASKD_NET_CONV=gemm128x128 MASKD_NET_SPLITK=16",
         "MASKD_NET_CONV=small",
     };
     char env[256];

@@ -763,7 +763,8 @@ int run_conv(mk_net_t *net, net_state *st, int i, const conv_impl &m, const dn_e
                                 y->meta.classes, y->meta.scale_x_y, y->bias_x_y, out, yolo_out);
         return dn_conv(x, in, c->wf, c->bias, cv->size, cv->stride, cv->pad, cv->groups, l->act,
                        sc ? &tensor_of(st, sc->shortcut.from) : NULL, sc ? sc->act : MK_ACT_LINEAR, out);
-    case IMPL_SMALL: return dn_conv_small(x, (const __half *)in.data, (const __half *)c->w, epi_of(net, st, i), c->geom);
+    case IMPL_SMALL:
+        return dn_conv_small(x, (const __half *)in.data, (const __half *)c->w, epi_of(net, st, i), c->geom);
     case IMPL_DW:
         return dn_conv_dw(x, m.variant, (const __half *)in.data, (const __half *)c->w, epi_of(net, st, i), c->geom);
     case IMPL_GEMM:
