@@ -149,12 +149,12 @@ static mk_image_t read_input(const char *path, int c, int w, int h)
 }
 
 /* Loads a network with the environment switches `env` (space-separated NAME=value items, or NULL) set during the
- * load. */
+ * load; the switches' values from before (those the test runs under) come back after it. */
 static int load_net(mk_ctx_t *ctx, const char *cfg, const char *weights, int w, int h, int fp16, const char *env,
                     mk_net_t **net)
 {
     mk_net_opts_t o = mk_net_opts_default();
-    char buf[512], *names[16], *save = NULL;
+    char buf[512], *names[16], *old[16], *save = NULL;
     int n = 0;
     o.width = w;
     o.height = h;
@@ -164,12 +164,18 @@ static int load_net(mk_ctx_t *ctx, const char *cfg, const char *weights, int w, 
         char *eq = strchr(item, '=');
         assert_non_null(eq);
         *eq = '\0';
+        old[n] = getenv(item) ? strdup(getenv(item)) : NULL;
         setenv(item, eq + 1, 1);
         names[n++] = item;
     }
     int rc = mk_net_load(ctx, cfg, weights, &o, net);
-    for (int k = 0; k < n; k++)
-        unsetenv(names[k]);
+    for (int k = n - 1; k >= 0; k--) {
+        if (old[k])
+            setenv(names[k], old[k], 1);
+        else
+            unsetenv(names[k]);
+        free(old[k]);
+    }
     return rc;
 }
 

@@ -46,6 +46,9 @@
  *   MASKD_NET_SPLITK=N          split-K of the gemm kernels fixed to N (1: none)
  *   MASKD_NET_FUSE=0|1          depthwise -> pointwise fusion never / wherever it applies (default: timed)
  *   MASKD_NET_PDL=0             no programmatic dependent launch
+ *   MASKD_NET_ROUTE_FUSE=0      maxpool and upsample layers as kernels of their own, never inside a route's kernel
+ *   MASKD_NET_VIEWS=0           every [route] is a kernel (no views)
+ *   MASKD_NET_INPUT_NODE=0      the input copy or conversion queued before each graph launch, not inside the graph
  *   MASKD_NET_DEBUG=1           every layer keeps its own output buffer and nothing is fused, so that
  *                               mk_net_cuda_layer_read() can read any layer after a pass */
 #include "backend.h"
@@ -91,6 +94,8 @@ struct conv_state {
     double us;      /* its time per launch (< 0: not measured) */
     int has_w, has_wf;
     int dw_from;    /* IMPL_DWPW: the depthwise layer this kernel computes first */
+    int dw_pair;    /* the depthwise layer whose input the plan keeps until this convolution, so that one dwpw
+                     * kernel may compute both (tune_fusion decides), or -1 */
     dn_cgeom geom;
     cudnnTensorDescriptor_t xd, yd;
     cudnnFilterDescriptor_t wd;
@@ -136,11 +141,15 @@ struct options {
     char conv[32];        /* MASKD_NET_CONV, "" when unset */
     int splitk;           /* MASKD_NET_SPLITK, 0 when unset */
     int fuse;             /* MASKD_NET_FUSE: 0, 1, or -1 (timed) */
+    int route_fuse;       /* MASKD_NET_ROUTE_FUSE */
+    int views;            /* MASKD_NET_VIEWS */
+    int in_node;          /* MASKD_NET_INPUT_NODE */
 };
 
 struct net_state {
     cudnnHandle_t dnn;
     int half, nhwc, graph, debug, pdl, sms;
+    int route_fuse, views, in_graph; /* the options' route_fuse, views, in_node */
     size_t esize;
     layer_state *ls;
     conv_state *conv; /* per layer; used for convolutions */
@@ -167,6 +176,13 @@ int env_flag(const char *name)
 {
     const char *v = getenv(name);
     return v && *v && strcmp(v, "0") != 0;
+}
+
+/* A switch that is on unless set to "0". */
+int env_off(const char *name)
+{
+    const char *v = getenv(name);
+    return v && !strcmp(v, "0");
 }
 
 /* For the calls whose failure leaves nothing to undo (destroying things): a warning. */
@@ -298,7 +314,7 @@ int plan(mk_net_t *net, net_state *st)
             }
         }
         st->ls[i].run = l->type != MK_LAYER_DROPOUT;
-        st->conv[i].shortcut = st->conv[i].yolo = -1;
+        st->conv[i].shortcut = st->conv[i].yolo = st->conv[i].dw_pair = -1;
     }
     for (int i = 0; i < n; i++)
         st->ls[i].readers = readers[i];
@@ -318,7 +334,7 @@ int plan(mk_net_t *net, net_state *st)
         st->ls[j].fused = 1;
     }
     /* A [maxpool] or [upsample] read only by a concatenating [route] is computed by the route's kernel. */
-    for (int i = 0; i < n && !st->debug; i++) {
+    for (int i = 0; i < n && !st->debug && st->route_fuse; i++) {
         const mk_layer_t *l = &net->layers[i];
         if (l->type != MK_LAYER_ROUTE || l->route.n < 2)
             continue;
@@ -331,6 +347,18 @@ int plan(mk_net_t *net, net_state *st)
             }
         }
     }
+    /* A depthwise convolution read by one convolution alone: the two may become one dwpw kernel, which reads the
+     * depthwise layer's input when the second layer runs. */
+    for (int j = 0; j < n && st->half && st->nhwc && !st->debug; j++) {
+        const mk_layer_t *l = &net->layers[j];
+        int i = l->input;
+        if (l->type != MK_LAYER_CONV || l->conv.groups != 1 || i < 0 || readers[i] != 1 ||
+            net->layers[i].type != MK_LAYER_CONV || st->ls[i].fused)
+            continue;
+        const mk_layer_t *d = &net->layers[i];
+        if (d->conv.groups > 1 && d->conv.groups == d->c && d->conv.filters == d->c)
+            st->conv[j].dw_pair = i;
+    }
     free(readers);
 
     st->in_value = new_value(st, (size_t)net->c * net->h * net->w * st->esize, -1, st->debug);
@@ -340,7 +368,7 @@ int plan(mk_net_t *net, net_state *st)
         ls->value = -1;
         if (l->type == MK_LAYER_DROPOUT)
             continue;
-        if (l->type == MK_LAYER_ROUTE && l->route.n == 1 && (!st->nhwc || l->route.groups == 1)) {
+        if (l->type == MK_LAYER_ROUTE && l->route.n == 1 && st->views && (!st->nhwc || l->route.groups == 1)) {
             int k = l->route.layers[0], ck = k < 0 ? net->c : net->layers[k].out_c;
             ls->value = k < 0 ? st->in_value : st->ls[k].value;
             ls->off = (k < 0 ? 0 : st->ls[k].off) +
@@ -358,6 +386,13 @@ int plan(mk_net_t *net, net_state *st)
         int m = inputs_of(&net->layers[i], in);
         for (int k = 0; k < m; k++) {
             int j = read_from(net, st, in[k]);
+            value_t *v = &st->values[j < 0 ? st->in_value : st->ls[j].value];
+            if (v->last_use < i)
+                v->last_use = i;
+        }
+        int d = st->conv[i].dw_pair;
+        if (d >= 0) {
+            int j = net->layers[d].input;
             value_t *v = &st->values[j < 0 ? st->in_value : st->ls[j].value];
             if (v->last_use < i)
                 v->last_use = i;
@@ -976,14 +1011,15 @@ int own_allowed(const conv_state *c)
 }
 
 /* Whether the depthwise layer i and the 1 x 1 convolution j reading it may run as one dwpw kernel: both allowed on
- * our kernels, the depthwise output read by j alone and not fused into anything else. */
+ * our kernels, the depthwise output read by j alone and not fused into anything else, the depthwise input kept by
+ * the plan until j. */
 int dwpw_pair(const mk_net_t *net, const net_state *st, int i, int j)
 {
     const conv_state *d = &st->conv[i], *p = &st->conv[j];
     const mk_layer_t *lj = &net->layers[j];
-    return lj->type == MK_LAYER_CONV && lj->input == i && net->layers[i].type == MK_LAYER_CONV && d->depthwise &&
-           st->ls[i].readers == 1 && d->shortcut < 0 && d->yolo < 0 && !st->ls[i].fused && d->has_w && p->has_w &&
-           own_allowed(d) && own_allowed(p) && p->impl.kind != IMPL_DWPW && lj->conv.groups == 1 &&
+    return lj->type == MK_LAYER_CONV && lj->input == i && p->dw_pair == i && net->layers[i].type == MK_LAYER_CONV &&
+           d->depthwise && st->ls[i].readers == 1 && d->shortcut < 0 && d->yolo < 0 && !st->ls[i].fused && d->has_w &&
+           p->has_w && own_allowed(d) && own_allowed(p) && p->impl.kind != IMPL_DWPW && lj->conv.groups == 1 &&
            dn_conv_dwpw_ok(d->geom, p->geom);
 }
 
@@ -1057,16 +1093,63 @@ int tune(mk_ctx_t *ctx, mk_net_t *net, net_state *st, const options *o)
     return 0;
 }
 
+int value_of(const net_state *st, int j)
+{
+    return j < 0 ? st->in_value : st->ls[j].value;
+}
+
+/* Whether value v, read by layer i, still holds what its definition wrote: no other value placed in its slot is
+ * defined after it and up to i (at i itself: the layer would write over its own input). */
+int intact(const net_state *st, int v, int i)
+{
+    const value_t *a = &st->values[v];
+    for (int w = 0; w < st->n_values; w++) {
+        const value_t *b = &st->values[w];
+        if (w != v && b->slot == a->slot && b->def > a->def && b->def <= i)
+            return 0;
+    }
+    return 1;
+}
+
+/* Checks the plan against what the chosen kernels really read (after the fusions): every buffer a kernel reads is
+ * intact when it runs. A violation is a planner bug, which would make passes read overwritten data (results that
+ * depend on the previous pass or on the order of blocks): refused at load. */
+int check_plan(const mk_net_t *net, const net_state *st)
+{
+    int in[MK_NET_MAX_ROUTE + 2];
+    for (int i = 0; i < net->n_layers; i++) {
+        const mk_layer_t *l = &net->layers[i];
+        const conv_state *c = &st->conv[i];
+        if (!st->ls[i].run)
+            continue;
+        int m = inputs_of(l, in);
+        for (int k = 0; k < m; k++)
+            in[k] = read_from(net, st, in[k]);
+        if (l->type == MK_LAYER_CONV && c->shortcut >= 0)
+            in[m++] = net->layers[c->shortcut].shortcut.from;
+        if (l->type == MK_LAYER_CONV && c->impl.kind == IMPL_DWPW)
+            in[0] = net->layers[c->dw_from].input;
+        for (int k = 0; k < m; k++)
+            if (!intact(st, value_of(st, in[k]), i))
+                return mk_err_set(MK_ESTATE, "%s: layer %d (%s, cfg line %d) reads the output of layer %d after "
+                                  "another value took its buffer (a planner bug)", net->cfg_name, i,
+                                  mk_layer_type_name(l->type), l->line, in[k]);
+    }
+    return 0;
+}
+
 /* Records one pass into the state's CUDA graph, the input kernel first (reading the zero input until a pass points it
- * at the caller's); without programmatic dependent launch if that fails. */
+ * at the caller's; with MASKD_NET_INPUT_NODE=0 the input is queued before each launch instead); without
+ * programmatic dependent launch if that fails. */
 int capture(mk_net_t *net, net_state *st, cudaStream_t s)
 {
     size_t row = (size_t)net->w * sizeof(float), n = 1;
     int rc;
     st->in_src = st->in_zero;
     st->in_pitch = row;
+    st->in_node = NULL;
     auto pass = [&]() {
-        int prc = dn_input(exec_of(st, s), st->in_zero, row, st->in);
+        int prc = st->in_graph ? dn_input(exec_of(st, s), st->in_zero, row, st->in) : 0;
         return prc ? prc : run_layers(net, st, s);
     };
     rc = capture_graph(s, pass, &st->exec, &st->graph_def);
@@ -1076,7 +1159,7 @@ int capture(mk_net_t *net, net_state *st, cudaStream_t s)
         st->pdl = 0;
         rc = capture_graph(s, pass, &st->exec, &st->graph_def);
     }
-    if (rc)
+    if (rc || !st->in_graph)
         return rc;
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
     if (!(rc = MK_CUDA_CHECK(cudaGraphGetRootNodes(st->graph_def, NULL, &n))) && n == 1 &&
@@ -1109,6 +1192,9 @@ int setup(mk_net_t *net, const options *o, net_state **out)
     st->graph = o->graph;
     st->debug = o->debug;
     st->pdl = o->pdl;
+    st->route_fuse = o->route_fuse;
+    st->views = o->views;
+    st->in_graph = o->in_node;
     st->esize = st->half ? sizeof(__half) : sizeof(float);
     if ((rc = MK_CUDA_CHECK(cudaGetDevice(&dev))) ||
         (rc = MK_CUDA_CHECK(cudaDeviceGetAttribute(&st->sms, cudaDevAttrMultiProcessorCount, dev))))
@@ -1155,7 +1241,8 @@ int prepare(mk_ctx_t *ctx, mk_net_t *net, const options *o, net_state **out)
         (rc = MK_CUDA_CHECK(cudaMemsetAsync(st->in_zero, 0, in_bytes, s))))
         return rc;
     bind(net, st);
-    if ((rc = choose_algos(ctx, net, st)) || (rc = alloc_split_ws(ctx, net, st)) || (rc = tune(ctx, net, st, o)))
+    if ((rc = choose_algos(ctx, net, st)) || (rc = alloc_split_ws(ctx, net, st)) || (rc = tune(ctx, net, st, o)) ||
+        (rc = check_plan(net, st)))
         return rc;
     /* Warm-up: every kernel loaded and run once before the capture; errors surface here, at load. */
     if ((rc = run_layers(net, st, s)) || (rc = MK_CUDA_CHECK(cudaStreamSynchronize(s))))
@@ -1235,7 +1322,7 @@ int read_options(const mk_net_t *net, options *o)
 {
     const char *layout = getenv("MASKD_NET_LAYOUT"), *dw = getenv("MASKD_NET_DEPTHWISE"),
                *direct = getenv("MASKD_NET_DIRECT_MFLOPS"), *conv = getenv("MASKD_NET_CONV"),
-               *splitk = getenv("MASKD_NET_SPLITK"), *fuse = getenv("MASKD_NET_FUSE"), *pdl = getenv("MASKD_NET_PDL");
+               *splitk = getenv("MASKD_NET_SPLITK"), *fuse = getenv("MASKD_NET_FUSE");
     int dev = 0, major = 0, rc;
     memset(o, 0, sizeof *o);
     o->half = net->fp16;
@@ -1278,7 +1365,10 @@ int read_options(const mk_net_t *net, options *o)
     if ((rc = MK_CUDA_CHECK(cudaGetDevice(&dev))) ||
         (rc = MK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev))))
         return rc;
-    o->pdl = major >= 9 && !(pdl && !strcmp(pdl, "0"));
+    o->pdl = major >= 9 && !env_off("MASKD_NET_PDL");
+    o->route_fuse = !env_off("MASKD_NET_ROUTE_FUSE");
+    o->views = !env_off("MASKD_NET_VIEWS");
+    o->in_node = !env_off("MASKD_NET_INPUT_NODE");
     o->graph = !env_flag("MASKD_NO_GRAPH");
     o->debug = env_flag("MASKD_NET_DEBUG");
     return 0;
@@ -1332,7 +1422,7 @@ extern "C" int mk_net_forward_cuda(mk_ctx_t *ctx, mk_net_t *net, const mk_image_
     cudaStream_t s = MK_STREAM(ctx);
     size_t row = (size_t)net->w * sizeof(float);
     int rc;
-    if (st->graph && st->exec) {
+    if (st->graph && st->exec && st->in_node) {
         if (input->data != st->in_src || input->pitch != st->in_pitch) {
             if ((rc = dn_input_retarget(st->exec, st->in_node, (const float *)input->data, input->pitch, st->in)))
                 return rc;
@@ -1343,7 +1433,9 @@ extern "C" int mk_net_forward_cuda(mk_ctx_t *ctx, mk_net_t *net, const mk_image_
     }
     rc = st->half ? dn_input(exec_of(st, s), (const float *)input->data, input->pitch, st->in)
                   : mk_cuda_copy2d(ctx, st->in.data, row, input->data, input->pitch, row, (size_t)net->c * net->h);
-    return rc ? rc : run_layers(net, st, s);
+    if (rc)
+        return rc;
+    return st->graph && st->exec ? MK_CUDA_CHECK(cudaGraphLaunch(st->exec, s)) : run_layers(net, st, s);
 }
 
 extern "C" void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net)
