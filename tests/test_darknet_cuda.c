@@ -518,6 +518,7 @@ static void test_fp16(void **state)
     checked += check_fp16_model(&models[1], "MASKD_NET_DEPTHWISE=cudnn");
     checked += check_fp16_model(&models[1], "MASKD_NET_DIRECT_MFLOPS=0");
     checked += check_fp16_model(&models[1], "MASKD_NET_PDL=0");
+    checked += check_fp16_model(&models[1], "MASKD_NET_ROUTE_FUSE=0 MASKD_NET_VIEWS=0 MASKD_NET_INPUT_NODE=0");
     checked += check_fp16_model(&models[4], "MASKD_NET_DIRECT_MFLOPS=1e9");
     if (!checked)
         skip();
@@ -699,7 +700,8 @@ static int check_replay(const model_t *m, int fp16, const char *env)
 }
 
 /* FP32 and FP16, on a model with depthwise convolutions and shortcuts, one with route groups, and the person model;
- * FP16 with split-K (its partial sums and counters) and with the fused depthwise + pointwise kernels. */
+ * FP16 with split-K (its partial sums and counters) and with the fused depthwise + pointwise kernels; both with the
+ * input queued before the graph, every route a kernel and no maxpool or upsample inside a route. */
 static void test_graph_replay(void **state)
 {
     (void)state;
@@ -708,6 +710,7 @@ static void test_graph_replay(void **state)
     checked += check_replay(&models[4], -1, NULL);
     checked += check_replay(&models[4], 1, "MASKD_NET_LAYOUT=nhwc MASKD_NET_CONV=gemm64x64 MASKD_NET_SPLITK=4");
     checked += check_replay(&models[1], 1, "MASKD_NET_LAYOUT=nhwc MASKD_NET_FUSE=1");
+    checked += check_replay(&models[1], -1, "MASKD_NET_INPUT_NODE=0 MASKD_NET_VIEWS=0 MASKD_NET_ROUTE_FUSE=0");
     if (!checked)
         skip();
 }
