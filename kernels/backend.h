@@ -67,6 +67,10 @@ void mk_net_release_cuda(mk_ctx_t *ctx, mk_net_t *net);
  * its buffer, or it was fused into a later layer: load with MASKD_NET_DEBUG=1 to keep every output). */
 int mk_net_cuda_set_graph(mk_net_t *net, int on);
 int mk_net_cuda_layer_read(mk_net_t *net, int i, float *dst);
+/* The implementation chosen at load for convolution layer i ("cudnn", "direct", "small", "dw4", "gemm64x64.s3",
+ * "dwpw32x64"; "fused" for a depthwise layer computed inside the dwpw kernel of the layer after it); MK_EINVAL for
+ * a layer that is not a convolution. */
+int mk_net_cuda_conv_impl(mk_net_t *net, int i, char *name, size_t len);
 
 /* Checks a guided call's parameters and fills its plan (kernels/guided.c). */
 int mk_guided_plan(const mk_guided_t *g, int C, int w, int h, mk_guided_plan_t *pl);

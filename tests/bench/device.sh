@@ -31,7 +31,8 @@ if [ "$what" = all ] || [ "$what" = test ]; then
     grep -E "^ *[0-9]+/[0-9]+ |Ok:|Fail:|Skipped:" "$OUT/test.log"
     grep -hE "CUDA device:|otsu parity|guided parity|guided: |darknet letterbox:|yolo parity|darknet reference|one class|skipping|SKIP" \
         build-gpu/meson-logs/testlog.txt | sort | uniq -c
-    grep -hE "yolo[0-9]: CUDA|identical|self-check|over tolerance" build-gpu/meson-logs/testlog.txt > "$OUT/darknet_parity.txt"
+    grep -hE "yolo[0-9]: CUDA|identical|self-check|over tolerance|convolutions by" build-gpu/meson-logs/testlog.txt \
+        > "$OUT/darknet_parity.txt"
     [ $rc = 0 ] || grep -B2 -A30 "FAIL\|ERROR" "$OUT/test.log" | head -80
 fi
 if [ "$what" = bus ] || [ "$what" = all ]; then
@@ -55,7 +56,9 @@ if [ "$what" = all ] || [ "$what" = detect ]; then
             args=(--cfg "$M/$1" --size "$2x$2" --backend cuda)
             if [ $# -gt 2 ]; then args+=(--weights "$M/$3"); else args+=(--random-weights); fi
             [ $prec = fp16 ] && args+=(--fp16)
-            build-gpu/clients/masktool bench detect "${args[@]}" > "$OUT/detect_$(basename "$1" .cfg)_$prec.json" || rc=1
+            # the load's log at debug level: each convolution's timed implementations and choice, the layout kept
+            MASKD_LOG=debug build-gpu/clients/masktool bench detect "${args[@]}" \
+                > "$OUT/detect_$(basename "$1" .cfg)_$prec.json" 2> "$OUT/detect_$(basename "$1" .cfg)_$prec.log" || rc=1
         done
     done
     python3 - "$OUT"/detect_*.json <<'PY' | tee "$OUT/detect.md"
