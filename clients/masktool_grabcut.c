@@ -4,7 +4,9 @@
 
 #include "errors.h"
 #include "grabcut.h"
+#include "guided.h"
 #include "imageio.h"
+#include "resize.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -63,6 +65,63 @@ int mt_gc_run(mk_ctx_t *ctx, const mk_image_t *img, const mk_rect_t *rect, const
         rc = mk_ctx_sync(ctx);
     mk_image_free(ctx, &dimg);
     mk_image_free(ctx, &dmask);
+    if (rc)
+        mk_image_free(NULL, mask);
+    return rc;
+}
+
+static double now_ms(void);
+
+/* GrabCut at 1/s and the fast guided filter back to full resolution (issue 6's upsampling path): the image
+ * reduced by s x s area averages, the rectangle's corners divided by s (rounded outwards), the binary cut at 1/s
+ * upsampled against the full-resolution image (radius, eps) and binarised at 1/2 into `mask` (host, 0/255). The
+ * times of the reduction + GrabCut and of the upsampling go to gc_ms and up_ms (the context synchronised). */
+static int gc_run_scaled(mk_ctx_t *ctx, const mk_image_t *img, const mk_rect_t *rect, const mk_gc_params_t *p,
+                         int s, int radius, double eps, mk_image_t *mask, mk_gc_stats_t *stats, double *gc_ms,
+                         double *up_ms)
+{
+    int w = img->width, h = img->height, lw = (w + s - 1) / s, lh = (h + s - 1) / s;
+    mk_mem_t mem = mk_ctx_mem(ctx);
+    mk_image_t dimg = *img, small = mk_image_desc(lw, lh, img->format, MK_U8),
+               low = mk_image_desc(lw, lh, MK_FMT_GRAY, MK_U8), full = mk_image_desc(w, h, MK_FMT_GRAY, MK_U8);
+    int x0 = rect->x / s, y0 = rect->y / s;
+    int x1 = (rect->x + rect->width + s - 1) / s, y1 = (rect->y + rect->height + s - 1) / s;
+    mk_rect_t r = {x0, y0, (x1 > lw ? lw : x1) - x0, (y1 > lh ? lh : y1) - y0};
+    if (r.x == 0 && r.y == 0 && r.width == lw && r.height == lh) {
+        r.width--; /* as at full resolution: leave background at the right and the bottom */
+        r.height--;
+    }
+    mk_guided_t g = {radius, eps, s, 0};
+    mk_mask_t m = {MK_MASK_BINARY, 0.5f, 0.0f, 0, 0};
+    /* The energy of the reduced image approximates the full one's over s^2 when the N-links are scaled by 1/s: a
+     * reduced pixel stands for s^2 pixels' T-links but only s pixels of boundary. */
+    mk_gc_params_t ps = *p;
+    ps.gamma = p->gamma / s;
+    int rc;
+    dimg.data = NULL;
+    dimg.owned = 0;
+    dimg.pitch = 0;
+    *mask = mk_image_desc(w, h, MK_FMT_GRAY, MK_U8);
+    if ((rc = mk_image_alloc(ctx, &dimg, mem)) || (rc = mk_image_upload(ctx, &dimg, img)) ||
+        (rc = mk_image_alloc(ctx, &small, mem)) || (rc = mk_image_alloc(ctx, &low, mem)) ||
+        (rc = mk_image_alloc(ctx, &full, mem)) || (rc = mk_ctx_sync(ctx)))
+        goto out;
+    double t0 = now_ms();
+    if ((rc = mk_downsample_area(ctx, &dimg, &small, s)) || (rc = mk_grabcut(ctx, &small, &low, &r, &ps, NULL, stats)) ||
+        (rc = mk_grabcut_binary(ctx, &low, &low)) || (rc = mk_ctx_sync(ctx)))
+        goto out;
+    double t1 = now_ms();
+    if ((rc = mk_guided_upsample(ctx, &dimg, &low, &full, &g, &m)) || (rc = mk_ctx_sync(ctx)))
+        goto out;
+    *gc_ms = t1 - t0;
+    *up_ms = now_ms() - t1;
+    if (!(rc = mk_image_alloc(NULL, mask, MK_MEM_HOST)) && !(rc = mk_image_download(ctx, mask, &full)))
+        rc = mk_ctx_sync(ctx);
+out:
+    mk_image_free(ctx, &dimg);
+    mk_image_free(ctx, &small);
+    mk_image_free(ctx, &low);
+    mk_image_free(ctx, &full);
     if (rc)
         mk_image_free(NULL, mask);
     return rc;
@@ -306,7 +365,7 @@ static double iou_masks(const mk_image_t *a, const mk_image_t *b)
 static void score_help(void)
 {
     puts("usage: masktool grabcut-score [--data DIR] [--backend auto|cpu|cuda] [--iters N] [--seed N] [--out DIR]\n"
-         "                              [--json]\n"
+         "                              [--scale S [--radius R] [--eps E]] [--json]\n"
          "\n"
          "Runs GrabCut from each benchmark rectangle (DIR/grabcut: images, bboxes, gt; index.txt lists them) and\n"
          "scores the binary mask against the ground truth (IoU and error %, pixels of the 128 band excluded, as\n"
@@ -314,7 +373,10 @@ static void score_help(void)
          "over the whole image is shrunk as `masktool grabcut` does. Prints a table (or --json) with the means.\n"
          "  --data DIR   the shared data folder (default: $MASKD_TEST_DATA, else ../shared/data)\n"
          "  --seed N     k-means++ seed (default: MK_GC_SEED)\n"
-         "  --out DIR    also write each mask as DIR/NAME.png");
+         "  --out DIR    also write each mask as DIR/NAME.png\n"
+         "  --scale S    GrabCut on the image reduced S times (area averages, the rectangle scaled), then the fast\n"
+         "               guided filter back to full resolution against the image (--radius R, default 8; --eps E,\n"
+         "               default 1e-4), binarised at 1/2: the daemon's upsampling path. Adds the time of each part.");
 }
 
 int mt_grabcut_score(int argc, char **argv)
@@ -323,12 +385,15 @@ int mt_grabcut_score(int argc, char **argv)
         {"data", required_argument, 0, 'd'}, {"backend", required_argument, 0, 'b'},
         {"iters", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
         {"json", no_argument, 0, 'j'},        {"seed", required_argument, 0, 'S'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+        {"scale", required_argument, 0, 's'}, {"radius", required_argument, 0, 'r'},
+        {"eps", required_argument, 0, 'e'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     const char *env = getenv("MASKD_TEST_DATA");
     const char *data = env ? env : "../shared/data", *backend = NULL, *out_dir = NULL;
-    int json = 0, c;
+    int json = 0, c, scale = 1, radius = 8;
+    double eps = 1e-4;
     mk_gc_params_t p = mk_gc_params_default();
-    while ((c = getopt_long(argc, argv, "d:b:i:o:jS:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:b:i:o:jS:s:r:e:h", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'd': data = optarg; break;
@@ -347,6 +412,27 @@ int mt_grabcut_score(int argc, char **argv)
             p.seed = strtoull(optarg, &end, 0);
             if (errno || end == optarg || *end) {
                 fprintf(stderr, "masktool grabcut-score: bad --seed '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 's':
+            scale = atoi(optarg);
+            if (scale < 1 || scale > MK_GUIDED_MAX_SCALE) {
+                fprintf(stderr, "masktool grabcut-score: --scale must be 1..%d\n", MK_GUIDED_MAX_SCALE);
+                return 2;
+            }
+            break;
+        case 'r':
+            radius = atoi(optarg);
+            if (radius < 1 || radius > 1000) {
+                fprintf(stderr, "masktool grabcut-score: --radius must be 1..1000\n");
+                return 2;
+            }
+            break;
+        case 'e':
+            eps = strtod(optarg, &end);
+            if (end == optarg || *end || !(eps >= 0 && eps <= 1)) {
+                fprintf(stderr, "masktool grabcut-score: --eps must be in [0, 1]\n");
                 return 2;
             }
             break;
@@ -380,6 +466,12 @@ int mt_grabcut_score(int argc, char **argv)
     cJSON_AddStringToObject(doc, "data", data);
     cJSON_AddNumberToObject(doc, "iterations", p.iterations);
     cJSON_AddNumberToObject(doc, "seed", (double)p.seed);
+    cJSON_AddNumberToObject(doc, "scale", scale);
+    if (scale > 1) {
+        cJSON_AddNumberToObject(doc, "guided_radius", radius);
+        cJSON_AddNumberToObject(doc, "guided_eps", eps);
+    }
+    double sum_gc = 0, sum_up = 0;
     double sum_iou = 0, sum_err = 0, sum_cv = 0, sum_ms = 0;
     int scored = 0;
     if (!json)
@@ -404,10 +496,13 @@ int mt_grabcut_score(int argc, char **argv)
             goto next;
         }
         int shrunk = mt_gc_rect(bb[0], bb[1], bb[2], bb[3], img.width, img.height, &r);
-        double t0 = now_ms();
-        if ((rc = mt_gc_run(ctx, &img, &r, &p, 0, &mask, &st)))
+        double t0 = now_ms(), gc_ms = 0, up_ms = 0;
+        if (scale > 1 ? (rc = gc_run_scaled(ctx, &img, &r, &p, scale, radius, eps, &mask, &st, &gc_ms, &up_ms))
+                      : (rc = mt_gc_run(ctx, &img, &r, &p, 0, &mask, &st)))
             goto next;
         double ms = now_ms() - t0, iou, err, iou_cv = iou_masks(&mask, &ref);
+        sum_gc += gc_ms;
+        sum_up += up_ms;
         score_gt(&mask, &gt, &iou, &err);
         if (out_dir) {
             snprintf(path, sizeof path, "%s/%s.png", out_dir, list[i].name);
@@ -434,6 +529,10 @@ int mt_grabcut_score(int argc, char **argv)
         cJSON_AddNumberToObject(o, "err_pct", round_to(err, 1e-2));
         cJSON_AddNumberToObject(o, "iou_opencv", round_to(iou_cv, 1e-4));
         cJSON_AddNumberToObject(o, "ms", round_to(ms, 0.1));
+        if (scale > 1) {
+            cJSON_AddNumberToObject(o, "grabcut_ms", round_to(gc_ms, 1e-3));
+            cJSON_AddNumberToObject(o, "upsample_ms", round_to(up_ms, 1e-3));
+        }
         cJSON_AddNumberToObject(o, "kmeans_ms", round_to(st.kmeans_us / 1e3, 1e-3));
         cJSON_AddNumberToObject(o, "gmm_ms", round_to(st.gmm_us / 1e3, 1e-3));
         cJSON_AddNumberToObject(o, "graph_ms", round_to(st.graph_us / 1e3, 1e-3));
@@ -457,6 +556,10 @@ int mt_grabcut_score(int argc, char **argv)
         cJSON_AddNumberToObject(doc, "mean_err_pct", round_to(sum_err / scored, 1e-2));
         cJSON_AddNumberToObject(doc, "mean_iou_opencv", round_to(sum_cv / scored, 1e-4));
         cJSON_AddNumberToObject(doc, "mean_ms", round_to(sum_ms / scored, 0.1));
+        if (scale > 1) {
+            cJSON_AddNumberToObject(doc, "mean_grabcut_ms", round_to(sum_gc / scored, 1e-3));
+            cJSON_AddNumberToObject(doc, "mean_upsample_ms", round_to(sum_up / scored, 1e-3));
+        }
         if (!json)
             printf("mean_iou=%.4f mean_err=%.2f mean_iou_opencv=%.4f mean_ms=%.1f n=%d\n", sum_iou / scored,
                    sum_err / scored, sum_cv / scored, sum_ms / scored, scored);
