@@ -8,9 +8,17 @@
  *   - two GMMs (background: BGD and PR_BGD pixels; foreground: FGD and PR_FGD), K full-covariance components each
  *     (K <= MK_GC_MAX_K, default 5); a component's covariance gets 0.01 added to its diagonal when its determinant
  *     is <= 1e-6; weight = samples / all samples of that GMM.
- *   - initialisation: k-means with K centres on each sample set (seeding: k-means++ D^2 sampling driven by
- *     mk_gc_rand() of grabcut_px.h, exact in integers; 10 Lloyd iterations), then the GMMs learnt from the
- *     k-means labels.
+ *   - initialisation: k-means on each sample set (the pixels of that GMM in raster order, colours as stored; n
+ *     samples, min(K, n) centres), then the GMMs learnt from the k-means labels. Seeding is k-means++, exact in
+ *     integers and driven by mk_gc_rand() of grabcut_px.h: centre 0 is sample mk_gc_rand(seed, 0) mod n; centre k
+ *     (k >= 1) is the first sample at which the running sum of D^2 (a sample's int64 squared distance to its
+ *     nearest centre so far, summed in sample order) exceeds mk_gc_rand(seed, k) mod (total D^2), or sample
+ *     mk_gc_rand(seed, k) mod n when that total is 0. Both sample sets use the same seed. Then 10 Lloyd iterations,
+ *     each an assignment (every sample to the centre of smallest mk_gc_dist2, the first on ties) followed by an
+ *     update (a centre becomes (double)sum / (double)count of its samples' channels, from exact integer sums; an
+ *     empty cluster keeps its centre); the labels are those of one more assignment after the last update.
+ *     (OpenCV's kmeans draws its k-means++ seeds at random, with 3 trials each, and stops early once no centre
+ *     moves; a converged run gives the same labels either way.)
  *   - beta = 1 / (2 * mean ||I_p - I_q||^2) over all 8-neighbour pairs of the whole image (0 when that mean is
  *     0); N-link weight between p and q: gamma / dist(p, q) * exp(-beta ||I_p - I_q||^2), dist 1 or sqrt(2).
  *   - T-links: for PR_* pixels  source = -log P_bgd(I_p), sink = -log P_fgd(I_p);  BGD: source 0, sink lambda;
@@ -18,13 +26,24 @@
  *   - each iteration: assign every pixel the most likely component of its own GMM, learn both GMMs from those
  *     assignments, build T-links, solve the max-flow, and set every PR_* pixel to PR_FGD when it is on the source
  *     side of the cut, else PR_BGD. BGD and FGD pixels never change.
+ *   - a rectangle is clipped to the image as the intersection of the two (OpenCV moves a negative x or y to 0
+ *     without shortening the rectangle; here the part outside the image is dropped).
  *
  * Integer graph. Capacities are scaled and rounded to int32 (round(v * cap_scale), clamped to MK_GC_CAP_MAX), so
  * that the CPU and CUDA max-flows solve the same graph exactly and their flow values compare with ==. The source
  * side of a cut is the set of pixels that cannot reach the sink in the residual graph of the maximum flow (the
- * largest minimum cut): it is unique, so both backends give the same cut on the same integer graph. The energy of a
- * labelling is the sum of the T-link capacities its labels cut plus the N-links between differently labelled
- * neighbours; on the integer graph the minimum energy equals flow + sum over pixels of min(source_p, sink_p).
+ * largest minimum cut): it is unique, so both backends give the same cut on the same integer graph. A pixel with no
+ * residual path to the sink (term 0 and no usable N-link, say) is on the source side.
+ *
+ * Energy. A pixel's T-links s_p (source), t_p (sink) from mk_gc_tlinks enter the graph only as the net capacity
+ * term_p = mk_gc_term(s_p, t_p, cap_scale) (the difference quantised once); the rest, min(s_p, t_p), is a
+ * constant kept in double: C = sum over pixels of min(s_p, t_p), in raster order (+inf only when some pixel has
+ * both T-links infinite). The integer energy of a labelling L, with fg(p) = L_p is FGD or PR_FGD (the source side),
+ *   E_int(L) = sum_p (fg(p) ? max(-term_p, 0) : max(term_p, 0))  +  sum of the N-links of fg / non-fg neighbours,
+ * is minimal (= the flow value) on the cut; the energy in model units is E(L) = C + E_int(L) / cap_scale.
+ * stats.energy is E of the final labelling on the last iteration's graph: C + flow / cap_scale whenever the hard
+ * labels (BGD, FGD) lie on their own side of the cut, which holds whenever lambda exceeds the sum of a pixel's
+ * N-links (the defaults: 450 > 4 * 50 + 4 * 50 / sqrt(2)).
  *
  * Colour: the image is u8 RGB or BGR (3 channels, interleaved); the model does not depend on channel order except
  * through k-means seeding ties, which use the values as stored. */
@@ -101,8 +120,8 @@ typedef struct {
 typedef struct {
     double kmeans_us, gmm_us, graph_us, maxflow_us, total_us; /* summed over the call's iterations */
     int rounds, global_relabels;                              /* summed over the call's max-flows */
-    int64_t flow;       /* flow of the last max-flow */
-    double energy;      /* energy of the final labelling in model units (integer energy / cap_scale) */
+    int64_t flow;       /* flow of the last max-flow (0 without one) */
+    double energy;      /* E of the final labelling in model units (see "Energy" above; 0 without a max-flow) */
 } mk_gc_stats_t;
 
 /* OpenCV's defaults: 5 iterations, gamma 50, lambda 450, K 5, MK_GC_CAP_SCALE, MK_GC_SEED. */

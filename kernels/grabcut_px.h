@@ -94,6 +94,38 @@ MK_PX double mk_gc_det3(const double c[9])
     return MK_DADD(MK_DSUB(MK_DMUL(c[0], t0), MK_DMUL(c[1], t1)), MK_DMUL(c[2], t2));
 }
 
+/* An unused component: coef 0 and zeros, never evaluated. */
+MK_PX void mk_gc_comp_clear(mk_gc_comp_t *out)
+{
+    out->coef = 0.0;
+    for (int i = 0; i < 3; i++)
+        out->mean[i] = 0.0;
+    for (int i = 0; i < 9; i++)
+        out->inv[i / 3][i % 3] = 0.0;
+    out->det = 0.0;
+    out->norm = 0.0;
+}
+
+/* The determinant d of covariance c (row-major), its inverse and 1 / sqrt(d) into out (OpenCV's
+ * calcInverseCovAndDeterm after its singular fix). Returns 0, or -1 when d is not above DBL_EPSILON. */
+MK_PX int mk_gc_comp_invert(const double c[9], double d, mk_gc_comp_t *out)
+{
+    out->det = d;
+    if (!(d > 2.220446049250313e-16))
+        return -1;
+    out->norm = MK_DDIV(1.0, MK_GC_SQRT(d));
+    out->inv[0][0] = MK_DDIV(MK_DSUB(MK_DMUL(c[4], c[8]), MK_DMUL(c[5], c[7])), d);
+    out->inv[1][0] = MK_DDIV(-MK_DSUB(MK_DMUL(c[3], c[8]), MK_DMUL(c[5], c[6])), d);
+    out->inv[2][0] = MK_DDIV(MK_DSUB(MK_DMUL(c[3], c[7]), MK_DMUL(c[4], c[6])), d);
+    out->inv[0][1] = MK_DDIV(-MK_DSUB(MK_DMUL(c[1], c[8]), MK_DMUL(c[2], c[7])), d);
+    out->inv[1][1] = MK_DDIV(MK_DSUB(MK_DMUL(c[0], c[8]), MK_DMUL(c[2], c[6])), d);
+    out->inv[2][1] = MK_DDIV(-MK_DSUB(MK_DMUL(c[0], c[7]), MK_DMUL(c[1], c[6])), d);
+    out->inv[0][2] = MK_DDIV(MK_DSUB(MK_DMUL(c[1], c[5]), MK_DMUL(c[2], c[4])), d);
+    out->inv[1][2] = MK_DDIV(-MK_DSUB(MK_DMUL(c[0], c[5]), MK_DMUL(c[2], c[3])), d);
+    out->inv[2][2] = MK_DDIV(MK_DSUB(MK_DMUL(c[0], c[4]), MK_DMUL(c[1], c[3])), d);
+    return 0;
+}
+
 /* OpenCV's GMM::endLearning for one component from its moments and the GMM's total sample count: weight, mean,
  * covariance (0.01 added to the diagonal when the determinant is <= 1e-6), inverse and determinant. Returns 0, or
  * -1 when the determinant is still not above DBL_EPSILON (OpenCV asserts there; callers report MK_ERANGE). A
@@ -103,16 +135,10 @@ MK_PX int mk_gc_comp_learn(const mk_gc_moments_t *m, int64_t total, mk_gc_comp_t
     double c[9];
     int i;
     if (m->n == 0) {
-        out->coef = 0.0;
-        for (i = 0; i < 3; i++)
-            out->mean[i] = 0.0;
-        for (i = 0; i < 9; i++) {
-            out->inv[i / 3][i % 3] = 0.0;
-            if (cov)
+        mk_gc_comp_clear(out);
+        if (cov)
+            for (i = 0; i < 9; i++)
                 cov[i] = 0.0;
-        }
-        out->det = 0.0;
-        out->norm = 0.0;
         return 0;
     }
     double inv_n = MK_DDIV(1.0, (double)m->n);
@@ -139,20 +165,22 @@ MK_PX int mk_gc_comp_learn(const mk_gc_moments_t *m, int64_t total, mk_gc_comp_t
     if (cov)
         for (i = 0; i < 9; i++)
             cov[i] = c[i];
-    out->det = d;
-    if (!(d > 2.220446049250313e-16))
-        return -1;
-    out->norm = MK_DDIV(1.0, MK_GC_SQRT(d));
-    out->inv[0][0] = MK_DDIV(MK_DSUB(MK_DMUL(c[4], c[8]), MK_DMUL(c[5], c[7])), d);
-    out->inv[1][0] = MK_DDIV(-MK_DSUB(MK_DMUL(c[3], c[8]), MK_DMUL(c[5], c[6])), d);
-    out->inv[2][0] = MK_DDIV(MK_DSUB(MK_DMUL(c[3], c[7]), MK_DMUL(c[4], c[6])), d);
-    out->inv[0][1] = MK_DDIV(-MK_DSUB(MK_DMUL(c[1], c[8]), MK_DMUL(c[2], c[7])), d);
-    out->inv[1][1] = MK_DDIV(MK_DSUB(MK_DMUL(c[0], c[8]), MK_DMUL(c[2], c[6])), d);
-    out->inv[2][1] = MK_DDIV(-MK_DSUB(MK_DMUL(c[0], c[7]), MK_DMUL(c[1], c[6])), d);
-    out->inv[0][2] = MK_DDIV(MK_DSUB(MK_DMUL(c[1], c[5]), MK_DMUL(c[2], c[4])), d);
-    out->inv[1][2] = MK_DDIV(-MK_DSUB(MK_DMUL(c[0], c[5]), MK_DMUL(c[2], c[3])), d);
-    out->inv[2][2] = MK_DDIV(MK_DSUB(MK_DMUL(c[0], c[4]), MK_DMUL(c[1], c[3])), d);
-    return 0;
+    return mk_gc_comp_invert(c, d, out);
+}
+
+/* A component from a stored model (OpenCV's GMM built from a model: weight, mean and covariance as given, no
+ * singular fix), for the fixed-model cut. coef <= 0: an unused component. Returns 0, or -1 when coef > 0 and the
+ * determinant is not above DBL_EPSILON. A model that mk_grabcut returned gives back bit for bit the components it
+ * was learnt as. */
+MK_PX int mk_gc_comp_set(double coef, const double mean[3], const double cov[9], mk_gc_comp_t *out)
+{
+    mk_gc_comp_clear(out);
+    if (!(coef > 0.0))
+        return 0;
+    out->coef = coef;
+    for (int i = 0; i < 3; i++)
+        out->mean[i] = mean[i];
+    return mk_gc_comp_invert(cov, mk_gc_det3(cov), out);
 }
 
 /* The unweighted density of component k at colour v (OpenCV's GMM::operator()(ci, color)); 0 when coef is 0. */
