@@ -80,8 +80,9 @@ void mk_pr_destroy(mk_pr_solver_t *s);
 
 /* MK_ERANGE when a value is outside its range. */
 int mk_pr_set_params(mk_pr_solver_t *s, const mk_pr_params_t *p);
-/* The solver's own graph arrays: write N-links and T-links there and pass the same pointers to mk_pr_set_edges /
- * mk_pr_set_term (which then copy nothing). */
+/* The solver's own graph arrays, for N-links and T-links computed in place (on the context's stream, before the
+ * solve that uses them; a solve reads the arrays as they are when it runs). Handing these same pointers to
+ * mk_pr_set_edges / mk_pr_set_term is allowed and copies nothing. */
 mk_pr_graph_t mk_pr_graph(mk_pr_solver_t *s);
 
 /* New edge capacities (4 device arrays, `pitch` elements per row, copied on the stream). The kept flow is clamped
