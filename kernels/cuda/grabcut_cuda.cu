@@ -21,12 +21,12 @@
  * running sum in sample order (a pixel of the other GMM weighs 0). That makes a copy of the samples unnecessary:
  * both GMMs are handled in the same pass.
  *
- * Reductions: per-warp register sums of a (GMM, component) bucket (one __reduce_add_sync per value and distinct
- * bucket in the warp) go to warp-private shared accumulators, then one partial per block and value in global
- * memory, laid out value-major; after the grid barrier every block sums all blocks' partials (coalesced, no
- * atomics). Integer sums are exact in any order. Partials alternate between two buffers so that a fast block
- * never overwrites a buffer a slow block still reads. Values written by other blocks of the same launch are read
- * with __ldcg (L1 is not coherent).
+ * Reductions (no atomics): per-warp register sums of a (GMM, component) bucket (one __reduce_add_sync per value
+ * and distinct bucket in the warp) go to warp-private shared accumulators, then one partial per block and value
+ * in global memory, laid out value-major; after a grid barrier one warp per value sums the blocks' partials
+ * (coalesced) and after a second one every block reads the totals. Integer sums are exact in any order. The
+ * seeds' running sums need every block's prefix: there each block reads the few per-block sums itself. Values
+ * written by other blocks of the same launch are read with __ldcg (L1 is not coherent).
  *
  * Timing attribution (mk_gc_stats_t): graph_us = beta and N-links; kmeans_us = kmeans_kernel (k-means, the first
  * GMMs and the first assignment); gmm_us = the iteration kernels (relabelling by the previous cut, learning,
@@ -46,7 +46,7 @@ namespace cg = cooperative_groups;
 namespace {
 
 const unsigned kFull = 0xffffffffu;
-const int kThreads = 512; /* cooperative kernels */
+const int kThreads = 1024; /* cooperative kernels: one block per SM */
 const int kWarps = kThreads / 32;
 const int kFlatThreads = 256; /* per-pixel kernels */
 const int kFlatWarps = kFlatThreads / 32;
@@ -78,6 +78,7 @@ struct gc_state {
     gc_result res;
     unsigned beta_ticket, final_ticket;
     int centre[2][MK_GC_MAX_K][3]; /* the k-means++ seeds, as picked */
+    long long tot[kPartial];       /* the grid's sums of a cooperative kernel's pass */
 };
 
 /* One launch's view of the call (passed as a __grid_constant__ parameter). */
@@ -93,7 +94,7 @@ struct gc_args {
     uint8_t *klabel;         /* k-means labels (may be NULL), kp bytes per row */
     size_t kp;
     int32_t *d2;             /* k-means++ D^2, n */
-    long long *part[2];      /* per-block partial sums, value-major: [value][gridDim.x] */
+    long long *part;         /* per-block partial sums, value-major: [value][gridDim.x] */
     long long *blk;          /* per-block sample counts of kmeans_kernel: [3][gridDim.x] */
     double *cpart;           /* per-block sums of min(s, t) of the last T-link pass */
     int ncpart;              /* how many */
@@ -325,18 +326,24 @@ template <int M> __device__ void flush_block(coop_smem &sm, long long *dst)
     __syncthreads();
 }
 
-/* All blocks' partials of V values (value-major) into sm.tot. */
-__device__ void reduce_partials(coop_smem &sm, const long long *src, int V)
+/* The grid's sums of the V values every block flushed to a.part, into sm.tot of every block: after a barrier one
+ * warp per value sums it over the blocks (coalesced) into st->tot, after a second barrier every block reads the V
+ * totals. a.part is free again once this returns. */
+__device__ void grid_sums(coop_smem &sm, cg::grid_group &grid, const gc_args &a, int V)
 {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int i = warp; i < V; i += kWarps) {
+    grid.sync();
+    int lane = threadIdx.x & 31;
+    for (int i = (int)blockIdx.x * kWarps + (threadIdx.x >> 5); i < V; i += gridDim.x * kWarps) {
         long long s = 0;
         for (int b = lane; b < (int)gridDim.x; b += 32)
-            s += __ldcg(&src[(size_t)i * gridDim.x + b]);
+            s += __ldcg(&a.part[(size_t)i * gridDim.x + b]);
         s = warp_sum(s);
         if (lane == 0)
-            sm.tot[i] = s;
+            a.st->tot[i] = s;
     }
+    grid.sync();
+    for (int i = threadIdx.x; i < V; i += kThreads)
+        sm.tot[i] = __ldcg(&a.st->tot[i]);
     __syncthreads();
 }
 
@@ -516,7 +523,6 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
     }
     const int kn[2] = {(int)min((long long)a.K, sm.cnt_tot[0]), (int)min((long long)a.K, sm.cnt_tot[1])};
     const int kmax = max(kn[0], kn[1]);
-    int buf = 0;
 
     /* k-means++ seeding: seed 0 by rank, seed c by the running D^2 sum (by rank when all D^2 are 0). */
     for (int c = 0; c < kmax; c++) {
@@ -541,11 +547,10 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
             block_sums<2>(sm, w);
             if (tid < 2) {
                 sm.own[tid] = sm.bs[tid];
-                a.part[buf][(size_t)tid * nb + blockIdx.x] = sm.bs[tid];
+                a.part[(size_t)tid * nb + blockIdx.x] = sm.bs[tid];
             }
             grid.sync();
-            gather<2>(sm, a.part[buf], sm.pre, sm.gtot);
-            buf ^= 1;
+            gather<2>(sm, a.part, sm.pre, sm.gtot);
             by_rank[0] = sm.gtot[0] == 0;
             by_rank[1] = sm.gtot[1] == 0;
         }
@@ -588,10 +593,8 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
             }
             warp_accumulate<kCentreSums>(sm, bucket, val);
         }
-        flush_block<kCentreSums>(sm, a.part[buf]);
-        grid.sync();
-        reduce_partials(sm, a.part[buf], kBuckets * kCentreSums);
-        buf ^= 1;
+        flush_block<kCentreSums>(sm, a.part);
+        grid_sums(sm, grid, a, kBuckets * kCentreSums);
         if (tid < kBuckets * 3) {
             int b = tid / 3, ch = tid % 3, g = b / MK_GC_MAX_K, k = b % MK_GC_MAX_K;
             long long n = sm.tot[b * kCentreSums];
@@ -619,9 +622,8 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
         }
         warp_accumulate<kMoments>(sm, bucket, val);
     }
-    flush_block<kMoments>(sm, a.part[buf]);
-    grid.sync();
-    reduce_partials(sm, a.part[buf], kPartial);
+    flush_block<kMoments>(sm, a.part);
+    grid_sums(sm, grid, a, kPartial);
     if (learn_gmms(sm, a, 0)) {
         clear_terms(a, begin, end);
         return;
@@ -672,9 +674,8 @@ __global__ void __launch_bounds__(kThreads) iter_kernel(const __grid_constant__ 
         }
         warp_accumulate<kMoments>(sm, bucket, val);
     }
-    flush_block<kMoments>(sm, a.part[0]);
-    grid.sync();
-    reduce_partials(sm, a.part[0], kPartial);
+    flush_block<kMoments>(sm, a.part);
+    grid_sums(sm, grid, a, kPartial);
     if (learn_gmms(sm, a, a.iter)) {
         clear_terms(a, begin, end);
         return;
@@ -726,7 +727,7 @@ __global__ void __launch_bounds__(kFlatThreads) beta_kernel(const __grid_constan
     }
     s = flat_block_sum(s, red);
     if (threadIdx.x == 0) {
-        a.part[0][blockIdx.x] = s;
+        a.part[blockIdx.x] = s;
         __threadfence();
         last = atomicAdd(&a.st->beta_ticket, 1u) == gridDim.x - 1;
     }
@@ -736,7 +737,7 @@ __global__ void __launch_bounds__(kFlatThreads) beta_kernel(const __grid_constan
     __threadfence();
     long long t = 0;
     for (int b = threadIdx.x; b < (int)gridDim.x; b += kFlatThreads)
-        t += __ldcg(&a.part[0][b]);
+        t += __ldcg(&a.part[b]);
     t = flat_block_sum(t, red);
     if (threadIdx.x == 0) {
         a.st->res.beta = mk_gc_beta(t, mk_gc_pairs(a.w, a.h));
@@ -831,7 +832,7 @@ __global__ void __launch_bounds__(kFlatThreads) final_kernel(const __grid_consta
         return;
     e = flat_block_sum(e, red);
     if (threadIdx.x == 0) {
-        a.part[0][blockIdx.x] = e;
+        a.part[blockIdx.x] = e;
         __threadfence();
         last = atomicAdd(&a.st->final_ticket, 1u) == gridDim.x - 1;
     }
@@ -841,7 +842,7 @@ __global__ void __launch_bounds__(kFlatThreads) final_kernel(const __grid_consta
     __threadfence();
     long long t = 0;
     for (int b = threadIdx.x; b < (int)gridDim.x; b += kFlatThreads)
-        t += __ldcg(&a.part[0][b]);
+        t += __ldcg(&a.part[b]);
     t = flat_block_sum(t, red);
     if (threadIdx.x == 0) {
         double C = 0.0;
@@ -886,7 +887,7 @@ struct gc_plan {
     gc_result *host;       /* pinned */
     int32_t *term, *edge[4], *d2;
     uint8_t *comp, *cut, *klabel;
-    long long *part[2], *blk;
+    long long *part, *blk;
     double *cpart;
 };
 
@@ -917,14 +918,12 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
     pl->flat_blocks = (int)(flat < flat_max ? flat : flat_max);
 
     size_t nbmax = (size_t)(pl->coop_blocks > pl->flat_blocks ? pl->coop_blocks : pl->flat_blocks);
-    size_t pix = pl->gp * (size_t)h, off = 0, o_st, o_part[2], o_blk, o_cpart, o_term, o_edge[4], o_d2, o_comp,
+    size_t pix = pl->gp * (size_t)h, off = 0, o_st, o_part, o_blk, o_cpart, o_term, o_edge[4], o_d2, o_comp,
            o_cut, o_kl;
     o_st = off;
     off = align_up(off + sizeof(gc_state), 256);
-    for (int i = 0; i < 2; i++) {
-        o_part[i] = off;
-        off = align_up(off + nbmax * kPartial * sizeof(long long), 256);
-    }
+    o_part = off;
+    off = align_up(off + nbmax * kPartial * sizeof(long long), 256);
     o_blk = off;
     off = align_up(off + nbmax * 3 * sizeof(long long), 256);
     o_cpart = off;
@@ -951,8 +950,7 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
         return rc;
     pl->st = (gc_state *)(dev + o_st);
     pl->host = (gc_result *)host;
-    for (int i = 0; i < 2; i++)
-        pl->part[i] = (long long *)(dev + o_part[i]);
+    pl->part = (long long *)(dev + o_part);
     pl->blk = (long long *)(dev + o_blk);
     pl->cpart = (double *)(dev + o_cpart);
     pl->term = (int32_t *)(dev + o_term);
@@ -984,8 +982,7 @@ gc_args make_args(const gc_plan &pl, const mk_image_t *img, const mk_image_t *ma
     a.comp = pl.comp;
     a.cut = pl.cut;
     a.d2 = pl.d2;
-    a.part[0] = pl.part[0];
-    a.part[1] = pl.part[1];
+    a.part = pl.part;
     a.blk = pl.blk;
     a.cpart = pl.cpart;
     a.st = pl.st;
