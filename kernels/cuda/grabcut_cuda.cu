@@ -106,6 +106,7 @@ struct gc_args {
     int relabel;             /* iter_kernel: relabel the PR pixels by the cut first */
     int assign;              /* kmeans_kernel: assign the first iteration's components */
     int energy;              /* final_kernel: compute the energy */
+    int reset;               /* beta_kernel: clear the result's flags first (no earlier kernel of the call sets any) */
 };
 
 /* ---- per-pixel helpers ----------------------------------------------------------------------------------- */
@@ -717,6 +718,10 @@ __global__ void __launch_bounds__(kFlatThreads) beta_kernel(const __grid_constan
 {
     __shared__ long long red[kFlatWarps];
     __shared__ bool last;
+    if (a.reset && blockIdx.x == 0 && threadIdx.x == 0) {
+        a.st->res.flags = 0;
+        a.st->res.bad_pixel = INT_MAX;
+    }
     long long s = 0;
     for (int p = blockIdx.x * kFlatThreads + threadIdx.x; p < a.n; p += gridDim.x * kFlatThreads) {
         int y = p / a.w, x = p - y * a.w;
@@ -853,13 +858,6 @@ __global__ void __launch_bounds__(kFlatThreads) final_kernel(const __grid_consta
         a.st->res.energy = MK_DADD(C, MK_DDIV((double)t, a.scale));
         a.st->final_ticket = 0;
     }
-}
-
-/* The result header's flags before a fixed-model cut (the kernels of a cut only ever add flags). */
-__global__ void reset_kernel(gc_state *st)
-{
-    st->res.flags = 0;
-    st->res.bad_pixel = INT_MAX;
 }
 
 __global__ void binary_kernel(const uint8_t *src, size_t spitch, uint8_t *dst, size_t dpitch, int w, int h)
@@ -1034,12 +1032,6 @@ int launch_final(mk_ctx_t *ctx, const gc_plan &pl, const gc_args &a)
 {
     final_kernel<<<pl.flat_blocks, kFlatThreads, 0, MK_STREAM(ctx)>>>(a);
     return launched(ctx, MK_CUDA_LAUNCH_CHECK(final_kernel));
-}
-
-int launch_reset(mk_ctx_t *ctx, const gc_plan &pl)
-{
-    reset_kernel<<<1, 1, 0, MK_STREAM(ctx)>>>(pl.st);
-    return launched(ctx, MK_CUDA_LAUNCH_CHECK(reset_kernel));
 }
 
 /* Waits for the call's work and reads the result block; turns the device's findings into the CPU reference's
@@ -1225,7 +1217,8 @@ extern "C" int mk_grabcut_cut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_imag
     a.K = model->bgd.K > model->fgd.K ? model->bgd.K : model->fgd.K;
     a.energy = stats != NULL;
     a.ncpart = pl.flat_blocks;
-    if ((rc = tm.mark(ctx, ST_GRAPH)) || (rc = launch_reset(ctx, pl)) || (rc = launch_beta(ctx, pl, a)) ||
+    a.reset = 1;
+    if ((rc = tm.mark(ctx, ST_GRAPH)) || (rc = launch_beta(ctx, pl, a)) ||
         (rc = launch_graph<true>(ctx, pl, a, *model)) || (rc = tm.mark(ctx, ST_GRAPH)) ||
         (rc = solve(ctx, pl, stats ? &st : NULL)) || (rc = launch_final(ctx, pl, a)) ||
         (rc = tm.mark(ctx, ST_MAXFLOW)) || (rc = read_result(ctx, pl, mask, &res)))
@@ -1289,8 +1282,9 @@ extern "C" int mk_gc_nlinks_cuda(mk_ctx_t *ctx, const mk_image_t *img, double ga
     p.gamma = gamma;
     p.cap_scale = scale;
     gc_args a = make_args(pl, img, NULL, &p);
+    a.reset = 1;
     memset(&none, 0, sizeof none);
-    if ((rc = launch_reset(ctx, pl)) || (rc = launch_beta(ctx, pl, a)) || (rc = launch_graph<false>(ctx, pl, a, none)))
+    if ((rc = launch_beta(ctx, pl, a)) || (rc = launch_graph<false>(ctx, pl, a, none)))
         return rc;
     for (int d = 0; d < 4; d++)
         if ((rc = copy_out(ctx, pl, edge[d], pitch, pl.edge[d], sizeof(int32_t))))
@@ -1316,7 +1310,8 @@ extern "C" int mk_gc_tlinks_cuda(mk_ctx_t *ctx, const mk_image_t *img, const mk_
     p.cap_scale = scale;
     gc_args a = make_args(pl, img, mask, &p);
     a.K = model->bgd.K > model->fgd.K ? model->bgd.K : model->fgd.K;
-    if ((rc = launch_reset(ctx, pl)) || (rc = launch_beta(ctx, pl, a)) ||
+    a.reset = 1;
+    if ((rc = launch_beta(ctx, pl, a)) ||
         (rc = launch_graph<true>(ctx, pl, a, *model)) ||
         (rc = copy_out(ctx, pl, term, pitch, pl.term, sizeof(int32_t))) || (rc = read_result(ctx, pl, mask, &res)))
         return rc;
