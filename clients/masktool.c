@@ -827,7 +827,10 @@ static const struct {
     {"detect", "find objects in images with a Darknet network (letterbox, forward, decode + NMS)", mt_detect},
     {"decode", "decode + NMS of dumped [yolo] outputs, print detections as JSON", mt_decode},
     {"guided", "guided filter / fast guided upsampling of a mask with an image as guide", cmd_guided},
-    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|guided|yolo-decode|detect|all)", mt_bench},
+    {"grabcut", "cut out the object in a rectangle of an image (GrabCut), write the mask", mt_grabcut},
+    {"grabcut-score", "GrabCut accuracy on the 33-image benchmark vs ground truth and OpenCV", mt_grabcut_score},
+    {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|guided|yolo-decode|detect|"
+              "grabcut|maxflow|all)", mt_bench},
     {"bus-bench", "benchmark the frame bus with reader processes, print JSON (also a test writer)", mt_bus_bench},
     {"demo", "run the kernels on a built-in scene (no camera or data needed)", cmd_demo},
     {"info", "print the backends and devices this build can use", cmd_info},

@@ -3,6 +3,7 @@
 #define MASKTOOL_H
 
 #include "ctx.h"
+#include "grabcut.h"
 #include "image.h"
 
 #include <cjson/cJSON.h>
@@ -29,6 +30,20 @@ int mt_bus_bench(int argc, char **argv);
 /* `masktool bench detect`: argv[0] is "detect" (clients/masktool_detect_bench.c). */
 int mt_bench_detect(int argc, char **argv);
 int mt_forward(int argc, char **argv);
+/* GrabCut (clients/masktool_grabcut.c): `masktool grabcut`, `masktool grabcut-score`, and `masktool bench grabcut`
+ * / `bench maxflow` (argv[0] is "grabcut" or "maxflow"; clients/masktool_grabcut_bench.c). */
+int mt_grabcut(int argc, char **argv);
+int mt_grabcut_score(int argc, char **argv);
+int mt_bench_grabcut(int argc, char **argv);
+/* "x1,y1,x2,y2" (0-based, inclusive) into ints; MK_EINVAL with a message. */
+int mt_gc_parse_rect(const char *s, int *x1, int *y1, int *x2, int *y2);
+/* The rectangle of the inclusive corners in a w x h image; one covering the whole image (no background) is shrunk
+ * by one pixel at the right and the bottom, as the OpenCV reference masks were made: then 1, else 0. */
+int mt_gc_rect(int x1, int y1, int x2, int y2, int w, int h, mk_rect_t *out);
+/* GrabCut of a host image on ctx from rect (uploaded, run, downloaded): *mask receives a new host image, the binary
+ * mask (0/255) or with `labels` the four labels; stats may be NULL. */
+int mt_gc_run(mk_ctx_t *ctx, const mk_image_t *img, const mk_rect_t *rect, const mk_gc_params_t *p, int labels,
+              mk_image_t *mask, mk_gc_stats_t *stats);
 int mt_decode(int argc, char **argv);
 
 #endif

@@ -616,7 +616,8 @@ static void bench_help(void)
          "              Darknet's [yolo] outputs of two images (reference/darknet of the test data) and of two\n"
          "              dense synthetic 416x416 outputs with thousands of boxes above the threshold (80 classes,\n"
          "              and 1); wall_*_us: as the caller sees it, results copied to the host included;\n"
-         "              detect: a Darknet network's forward pass (masktool bench detect --help)\n"
+         "              detect: a Darknet network's forward pass (masktool bench detect --help); grabcut,\n"
+         "              maxflow: GrabCut and its max-flow on benchmark images (masktool bench grabcut --help)\n"
          "  --image     a real photo, mirror-tiled to each size (default: images/person.jpg of the test data;\n"
          "              a generated scene without it)\n"
          "  --sizes     source sizes (default 640x480,1280x720,1920x1080)\n"
@@ -636,6 +637,8 @@ int mt_bench(int argc, char **argv)
     int runs = 500, warmup = 50, net_w = 416, net_h = 416, c;
     if (argc >= 2 && !strcmp(argv[1], "detect"))
         return mt_bench_detect(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "grabcut") || !strcmp(argv[1], "maxflow")))
+        return mt_bench_grabcut(argc - 1, argv + 1);
     while ((c = getopt_long(argc, argv, "b:r:w:i:s:n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'b': backend = optarg; break;
@@ -652,7 +655,8 @@ int mt_bench(int argc, char **argv)
         }
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "masktool bench: one OP expected: letterbox, threshold, otsu, guided, all or yolo-decode\n");
+        fprintf(stderr, "masktool bench: one OP expected: letterbox, threshold, otsu, guided, all, yolo-decode, detect, "
+                        "grabcut or maxflow\n");
         return 2;
     }
     const char *op = argv[optind];

@@ -88,13 +88,13 @@ static int check_params(const mk_gc_params_t *p)
     return 0;
 }
 
-/* A model for the fixed-model cut: K in range, finite values, weights >= 0 with one > 0, and every used
- * component's covariance invertible as mk_gc_comp_set sees it. */
+/* A model for the fixed-model cut: K in range, finite values, weights >= 0, and every used component's
+ * covariance invertible as mk_gc_comp_set sees it. A GMM whose weights are all 0 (what mk_grabcut learns for a
+ * class that lost all its pixels) has density 0 everywhere, as in OpenCV. */
 static int check_gmm(const mk_gmm_t *g, const char *which)
 {
     if (g->K < 1 || g->K > MK_GC_MAX_K)
         return mk_err_set(MK_ERANGE, "grabcut %s model: K %d outside 1..%d", which, g->K, MK_GC_MAX_K);
-    int used = 0;
     for (int k = 0; k < g->K; k++) {
         int finite = isfinite(g->weight[k]);
         for (int i = 0; i < 3; i++)
@@ -108,10 +108,7 @@ static int check_gmm(const mk_gmm_t *g, const char *which)
         if (mk_gc_comp_set(g->weight[k], g->mean[k], &g->cov[k][0][0], &c))
             return mk_err_set(MK_ERANGE, "grabcut %s model: component %d has a singular covariance (det %g)", which,
                               k, c.det);
-        used += g->weight[k] > 0;
     }
-    if (!used)
-        return mk_err_set(MK_EINVAL, "grabcut %s model: every weight is 0", which);
     return 0;
 }
 

@@ -10,28 +10,37 @@
 #include <stdlib.h>
 #include <time.h>
 
-/* parent[] values besides an arc index. */
+/* parent values besides an arc index. */
 enum { NO_PARENT = -1, TERMINAL = -2, ORPHAN = -3 };
 
-/* Edge e is the pair of arcs 2e (i -> j) and 2e + 1 (j -> i): an arc's sister (its reverse) is a ^ 1. */
+/* Edge e is the pair of arcs 2e (i -> j) and 2e + 1 (j -> i): an arc's sister (its reverse) is a ^ 1, in the same
+ * cache line. rcap[a] + rcap[a ^ 1] never changes. */
+typedef struct {
+    int32_t head; /* the node it enters */
+    int32_t next; /* the next arc out of the same node, -1 at the end */
+    int32_t rcap; /* residual capacity */
+} arc_t;
+
+typedef struct {
+    int32_t first;   /* its first outgoing arc, -1 for none */
+    int32_t parent;  /* the arc to its parent in its tree (child -> parent), or NO_PARENT, TERMINAL, ORPHAN */
+    int32_t qnext;   /* active FIFO: the next node, itself for the last one, -1 when not queued */
+    int32_t dist;    /* distance to the terminal (a root has 1), correct at time ts */
+    int32_t ts;
+    uint8_t in_sink; /* 1 in the sink tree T, 0 in the source tree S (when parent != NO_PARENT) */
+    int64_t tr;      /* residual net terminal capacity: > 0 from the source, < 0 to the sink */
+} node_t;
+
 struct mk_bk {
     int n;
     int32_t max_arcs, narcs;
-    int32_t *first;    /* per node: its first outgoing arc, -1 for none */
-    int32_t *next;     /* per arc: the next arc out of the same node */
-    int32_t *head;     /* per arc: the node it enters */
-    int32_t *rcap;     /* per arc: residual capacity; rcap[a] + rcap[a ^ 1] never changes */
-    int64_t *tr;       /* per node: residual net terminal capacity (> 0 from the source, < 0 to the sink) */
-    int32_t *parent;   /* per node: the arc to its parent in its tree (child -> parent), or NO_PARENT etc. */
-    uint8_t *in_sink;  /* per node: 1 in the sink tree T, 0 in the source tree S (when parent != NO_PARENT) */
-    int64_t *ts;       /* per node: time its distance to the terminal was last known correct */
-    int32_t *dist;     /* per node: that distance (a root has 1) */
-    int32_t *qnext;    /* active FIFO: the next node, itself for the last one, -1 when not queued */
+    node_t *nodes;
+    arc_t *arcs;
     int32_t *orphans;  /* orphan deque (ring of n), reused as the queue of the final search */
     uint8_t *reach;    /* after solving: 1 when the node reaches the sink in the residual graph */
     int q_first, q_last;
     int o_head, o_count;
-    int64_t time;
+    int32_t time;
     int64_t flow;
     int paths;
     int solved;
@@ -49,28 +58,18 @@ int mk_bk_create(int nodes, int64_t edges, mk_bk_t **out)
     mk_bk_t *g = calloc(1, sizeof *g);
     if (!g)
         return mk_err_set(MK_ENOMEM, "maxflow: out of memory");
-    size_t n = (size_t)nodes, a = (size_t)(2 * edges) + 1;
     g->n = nodes;
     g->max_arcs = (int32_t)(2 * edges);
-    g->first = malloc(n * sizeof *g->first);
-    g->next = malloc(a * sizeof *g->next);
-    g->head = malloc(a * sizeof *g->head);
-    g->rcap = malloc(a * sizeof *g->rcap);
-    g->tr = calloc(n, sizeof *g->tr);
-    g->parent = malloc(n * sizeof *g->parent);
-    g->in_sink = calloc(n, 1);
-    g->ts = malloc(n * sizeof *g->ts);
-    g->dist = malloc(n * sizeof *g->dist);
-    g->qnext = malloc(n * sizeof *g->qnext);
-    g->orphans = malloc(n * sizeof *g->orphans);
-    g->reach = calloc(n, 1);
-    if (!g->first || !g->next || !g->head || !g->rcap || !g->tr || !g->parent || !g->in_sink || !g->ts || !g->dist ||
-        !g->qnext || !g->orphans || !g->reach) {
+    g->nodes = calloc((size_t)nodes, sizeof *g->nodes);
+    g->arcs = malloc(((size_t)g->max_arcs + 1) * sizeof *g->arcs);
+    g->orphans = malloc((size_t)nodes * sizeof *g->orphans);
+    g->reach = calloc((size_t)nodes, 1);
+    if (!g->nodes || !g->arcs || !g->orphans || !g->reach) {
         mk_bk_destroy(g);
         return mk_err_set(MK_ENOMEM, "maxflow: out of memory for %d nodes and %lld edges", nodes, (long long)edges);
     }
-    for (size_t i = 0; i < n; i++)
-        g->first[i] = -1;
+    for (int i = 0; i < nodes; i++)
+        g->nodes[i].first = -1;
     *out = g;
     return 0;
 }
@@ -79,16 +78,8 @@ void mk_bk_destroy(mk_bk_t *g)
 {
     if (!g)
         return;
-    free(g->first);
-    free(g->next);
-    free(g->head);
-    free(g->rcap);
-    free(g->tr);
-    free(g->parent);
-    free(g->in_sink);
-    free(g->ts);
-    free(g->dist);
-    free(g->qnext);
+    free(g->nodes);
+    free(g->arcs);
     free(g->orphans);
     free(g->reach);
     free(g);
@@ -103,12 +94,13 @@ int mk_bk_add_term(mk_bk_t *g, int i, int64_t source, int64_t sink)
                           (long long)sink, INT32_MAX);
     if (g->solved)
         return mk_err_set(MK_ESTATE, "maxflow: the graph was solved already");
-    if (g->tr[i] > 0)
-        source += g->tr[i];
+    node_t *v = &g->nodes[i];
+    if (v->tr > 0)
+        source += v->tr;
     else
-        sink -= g->tr[i];
+        sink -= v->tr;
     g->flow += source < sink ? source : sink;
-    g->tr[i] = source - sink;
+    v->tr = source - sink;
     return 0;
 }
 
@@ -125,14 +117,10 @@ int mk_bk_add_edge(mk_bk_t *g, int i, int j, int32_t cap, int32_t rev_cap)
         return mk_err_set(MK_ERANGE, "maxflow: more than the %d edges the graph was made for", g->max_arcs / 2);
     int32_t a = g->narcs;
     g->narcs += 2;
-    g->head[a] = j;
-    g->rcap[a] = cap;
-    g->next[a] = g->first[i];
-    g->first[i] = a;
-    g->head[a + 1] = i;
-    g->rcap[a + 1] = rev_cap;
-    g->next[a + 1] = g->first[j];
-    g->first[j] = a + 1;
+    g->arcs[a] = (arc_t){j, g->nodes[i].first, cap};
+    g->nodes[i].first = a;
+    g->arcs[a + 1] = (arc_t){i, g->nodes[j].first, rev_cap};
+    g->nodes[j].first = a + 1;
     return 0;
 }
 
@@ -140,14 +128,14 @@ int mk_bk_add_edge(mk_bk_t *g, int i, int j, int32_t cap, int32_t rev_cap)
 
 static void set_active(mk_bk_t *g, int i)
 {
-    if (g->qnext[i] >= 0)
+    if (g->nodes[i].qnext >= 0)
         return;
     if (g->q_last >= 0)
-        g->qnext[g->q_last] = i;
+        g->nodes[g->q_last].qnext = i;
     else
         g->q_first = i;
     g->q_last = i;
-    g->qnext[i] = i;
+    g->nodes[i].qnext = i;
 }
 
 /* The next queued node that is still in a tree, or -1. */
@@ -157,12 +145,13 @@ static int next_active(mk_bk_t *g)
         int i = g->q_first;
         if (i < 0)
             return -1;
-        if (g->qnext[i] == i)
+        node_t *v = &g->nodes[i];
+        if (v->qnext == i)
             g->q_first = g->q_last = -1;
         else
-            g->q_first = g->qnext[i];
-        g->qnext[i] = -1;
-        if (g->parent[i] != NO_PARENT)
+            g->q_first = v->qnext;
+        v->qnext = -1;
+        if (v->parent != NO_PARENT)
             return i;
     }
 }
@@ -171,43 +160,46 @@ static int next_active(mk_bk_t *g)
  * Kolmogorov's implementation). A node is an orphan at most once at a time, so n slots suffice. */
 static void orphan_front(mk_bk_t *g, int i)
 {
-    g->parent[i] = ORPHAN;
-    g->o_head = (g->o_head + g->n - 1) % g->n;
+    g->nodes[i].parent = ORPHAN;
+    g->o_head = g->o_head ? g->o_head - 1 : g->n - 1;
     g->orphans[g->o_head] = i;
     g->o_count++;
 }
 
 static void orphan_back(mk_bk_t *g, int i)
 {
-    g->parent[i] = ORPHAN;
-    g->orphans[(g->o_head + g->o_count) % g->n] = i;
+    int slot = g->o_head + g->o_count;
+    g->nodes[i].parent = ORPHAN;
+    g->orphans[slot >= g->n ? slot - g->n : slot] = i;
     g->o_count++;
 }
 
 /* ---- the three stages ---------------------------------------------------------------------------------------- */
 
 /* Grows node i's tree by one layer; returns the arc from the source tree to the sink tree that it found, or -1. */
-static int grow(mk_bk_t *g, int i)
+static int32_t grow(mk_bk_t *g, int i)
 {
-    int sink = g->in_sink[i];
-    for (int32_t a = g->first[i]; a >= 0; a = g->next[a]) {
+    node_t *vi = &g->nodes[i];
+    int sink = vi->in_sink;
+    for (int32_t a = vi->first; a >= 0; a = g->arcs[a].next) {
         /* Source tree: flow i -> j along a. Sink tree: flow j -> i along a ^ 1. */
-        if (!g->rcap[sink ? a ^ 1 : a])
+        if (!g->arcs[sink ? a ^ 1 : a].rcap)
             continue;
-        int j = g->head[a];
-        if (g->parent[j] == NO_PARENT) {
-            g->in_sink[j] = (uint8_t)sink;
-            g->parent[j] = a ^ 1;
-            g->ts[j] = g->ts[i];
-            g->dist[j] = g->dist[i] + 1;
+        int j = g->arcs[a].head;
+        node_t *vj = &g->nodes[j];
+        if (vj->parent == NO_PARENT) {
+            vj->in_sink = (uint8_t)sink;
+            vj->parent = a ^ 1;
+            vj->ts = vi->ts;
+            vj->dist = vi->dist + 1;
             set_active(g, j);
-        } else if (g->in_sink[j] != sink) {
+        } else if (vj->in_sink != sink) {
             return sink ? a ^ 1 : a;
-        } else if (g->ts[j] <= g->ts[i] && g->dist[j] > g->dist[i]) {
+        } else if (vj->ts <= vi->ts && vj->dist > vi->dist) {
             /* j is closer to the terminal through i. */
-            g->parent[j] = a ^ 1;
-            g->ts[j] = g->ts[i];
-            g->dist[j] = g->dist[i] + 1;
+            vj->parent = a ^ 1;
+            vj->ts = vi->ts;
+            vj->dist = vi->dist + 1;
         }
     }
     return -1;
@@ -217,35 +209,34 @@ static int grow(mk_bk_t *g, int i)
  * terminal links make orphans. */
 static void augment(mk_bk_t *g, int32_t mid)
 {
-    int s = g->head[mid ^ 1], t = g->head[mid], i;
+    arc_t *arcs = g->arcs;
+    node_t *nodes = g->nodes;
+    int s = arcs[mid ^ 1].head, t = arcs[mid].head, i;
     int32_t a;
-    int64_t b = g->rcap[mid];
-    for (i = s; (a = g->parent[i]) != TERMINAL; i = g->head[a])
-        b = g->rcap[a ^ 1] < b ? g->rcap[a ^ 1] : b;
-    b = g->tr[i] < b ? g->tr[i] : b;
-    for (i = t; (a = g->parent[i]) != TERMINAL; i = g->head[a])
-        b = g->rcap[a] < b ? g->rcap[a] : b;
-    b = -g->tr[i] < b ? -g->tr[i] : b;
+    int64_t b = arcs[mid].rcap;
+    for (i = s; (a = nodes[i].parent) != TERMINAL; i = arcs[a].head)
+        b = arcs[a ^ 1].rcap < b ? arcs[a ^ 1].rcap : b;
+    b = nodes[i].tr < b ? nodes[i].tr : b;
+    for (i = t; (a = nodes[i].parent) != TERMINAL; i = arcs[a].head)
+        b = arcs[a].rcap < b ? arcs[a].rcap : b;
+    b = -nodes[i].tr < b ? -nodes[i].tr : b;
 
-    g->rcap[mid ^ 1] += (int32_t)b;
-    g->rcap[mid] -= (int32_t)b;
-    for (i = s; (a = g->parent[i]) != TERMINAL; i = g->head[a]) {
-        g->rcap[a] += (int32_t)b;
-        g->rcap[a ^ 1] -= (int32_t)b;
-        if (!g->rcap[a ^ 1])
+    int32_t f = (int32_t)b;
+    arcs[mid ^ 1].rcap += f;
+    arcs[mid].rcap -= f;
+    for (i = s; (a = nodes[i].parent) != TERMINAL; i = arcs[a].head) {
+        arcs[a].rcap += f;
+        if (!(arcs[a ^ 1].rcap -= f))
             orphan_front(g, i);
     }
-    g->tr[i] -= b;
-    if (!g->tr[i])
+    if (!(nodes[i].tr -= b))
         orphan_front(g, i);
-    for (i = t; (a = g->parent[i]) != TERMINAL; i = g->head[a]) {
-        g->rcap[a ^ 1] += (int32_t)b;
-        g->rcap[a] -= (int32_t)b;
-        if (!g->rcap[a])
+    for (i = t; (a = nodes[i].parent) != TERMINAL; i = arcs[a].head) {
+        arcs[a ^ 1].rcap += f;
+        if (!(arcs[a].rcap -= f))
             orphan_front(g, i);
     }
-    g->tr[i] += b;
-    if (!g->tr[i])
+    if (!(nodes[i].tr += b))
         orphan_front(g, i);
     g->flow += b;
     g->paths++;
@@ -255,34 +246,37 @@ static void augment(mk_bk_t *g, int32_t mid)
  * it: then its neighbours in the tree that could have grown into it become active and its children orphans. */
 static void adopt(mk_bk_t *g, int i)
 {
-    int sink = g->in_sink[i];
+    arc_t *arcs = g->arcs;
+    node_t *nodes = g->nodes, *vi = &nodes[i];
+    int sink = vi->in_sink;
     int32_t best = NO_PARENT;
     int d_min = INT_MAX;
-    for (int32_t a0 = g->first[i]; a0 >= 0; a0 = g->next[a0]) {
+    for (int32_t a0 = vi->first; a0 >= 0; a0 = arcs[a0].next) {
         /* Source tree: the parent j sends flow j -> i along a0 ^ 1. Sink tree: i sends i -> j along a0. */
-        if (!g->rcap[sink ? a0 : a0 ^ 1])
+        if (!arcs[sink ? a0 : a0 ^ 1].rcap)
             continue;
-        int j = g->head[a0];
-        if (g->in_sink[j] != sink || g->parent[j] == NO_PARENT)
+        int j = arcs[a0].head;
+        if (nodes[j].in_sink != sink || nodes[j].parent == NO_PARENT)
             continue;
         int d = 0;
         for (;;) {
-            if (g->ts[j] == g->time) {
-                d += g->dist[j];
+            node_t *vj = &nodes[j];
+            if (vj->ts == g->time) {
+                d += vj->dist;
                 break;
             }
-            int32_t a = g->parent[j];
+            int32_t a = vj->parent;
             d++;
             if (a == TERMINAL) {
-                g->ts[j] = g->time;
-                g->dist[j] = 1;
+                vj->ts = g->time;
+                vj->dist = 1;
                 break;
             }
             if (a == ORPHAN) {
                 d = INT_MAX;
                 break;
             }
-            j = g->head[a];
+            j = arcs[a].head;
         }
         if (d == INT_MAX)
             continue;
@@ -290,25 +284,25 @@ static void adopt(mk_bk_t *g, int i)
             best = a0;
             d_min = d;
         }
-        for (j = g->head[a0]; g->ts[j] != g->time; j = g->head[g->parent[j]]) {
-            g->ts[j] = g->time;
-            g->dist[j] = d--;
+        for (j = arcs[a0].head; nodes[j].ts != g->time; j = arcs[nodes[j].parent].head) {
+            nodes[j].ts = g->time;
+            nodes[j].dist = d--;
         }
     }
-    g->parent[i] = best;
+    vi->parent = best;
     if (best != NO_PARENT) {
-        g->ts[i] = g->time;
-        g->dist[i] = d_min + 1;
+        vi->ts = g->time;
+        vi->dist = d_min + 1;
         return;
     }
-    for (int32_t a0 = g->first[i]; a0 >= 0; a0 = g->next[a0]) {
-        int j = g->head[a0];
-        int32_t a = g->parent[j];
-        if (g->in_sink[j] != sink || a == NO_PARENT)
+    for (int32_t a0 = vi->first; a0 >= 0; a0 = arcs[a0].next) {
+        int j = arcs[a0].head;
+        int32_t a = nodes[j].parent;
+        if (nodes[j].in_sink != sink || a == NO_PARENT)
             continue;
-        if (g->rcap[sink ? a0 : a0 ^ 1])
+        if (arcs[sink ? a0 : a0 ^ 1].rcap)
             set_active(g, j);
-        if (a != TERMINAL && a != ORPHAN && g->head[a] == i)
+        if (a != TERMINAL && a != ORPHAN && arcs[a].head == i)
             orphan_back(g, j);
     }
 }
@@ -319,15 +313,15 @@ static void mark_sink_side(mk_bk_t *g)
     int32_t *queue = g->orphans;
     int qh = 0, qt = 0;
     for (int i = 0; i < g->n; i++)
-        if (g->tr[i] < 0) {
+        if (g->nodes[i].tr < 0) {
             g->reach[i] = 1;
             queue[qt++] = i;
         }
     while (qh < qt) {
         int v = queue[qh++];
-        for (int32_t a = g->first[v]; a >= 0; a = g->next[a]) {
-            int u = g->head[a];
-            if (!g->reach[u] && g->rcap[a ^ 1] > 0) {
+        for (int32_t a = g->nodes[v].first; a >= 0; a = g->arcs[a].next) {
+            int u = g->arcs[a].head;
+            if (!g->reach[u] && g->arcs[a ^ 1].rcap > 0) {
                 g->reach[u] = 1;
                 queue[qt++] = u;
             }
@@ -345,25 +339,32 @@ int mk_bk_solve(mk_bk_t *g, int64_t *flow, int *paths)
     g->o_head = g->o_count = 0;
     g->time = 0;
     for (int i = 0; i < g->n; i++) {
-        g->qnext[i] = -1;
-        g->ts[i] = 0;
-        g->dist[i] = 1;
-        if (g->tr[i] != 0) {
-            g->in_sink[i] = g->tr[i] < 0;
-            g->parent[i] = TERMINAL;
+        node_t *v = &g->nodes[i];
+        v->qnext = -1;
+        v->ts = 0;
+        v->dist = 1;
+        if (v->tr != 0) {
+            v->in_sink = v->tr < 0;
+            v->parent = TERMINAL;
             set_active(g, i);
         } else {
-            g->parent[i] = NO_PARENT;
+            v->parent = NO_PARENT;
         }
     }
     /* A node that found a path is grown again before the queue moves on (it may have more to give). */
     int cur = -1;
     for (;;) {
-        int i = cur >= 0 && g->parent[cur] != NO_PARENT ? cur : next_active(g);
+        int i = cur >= 0 && g->nodes[cur].parent != NO_PARENT ? cur : next_active(g);
         cur = -1;
         if (i < 0)
             break;
         int32_t mid = grow(g, i);
+        if (g->time == INT32_MAX) {
+            /* The timestamps only say which distances are known now: forgetting them all is safe. */
+            for (int k = 0; k < g->n; k++)
+                g->nodes[k].ts = 0;
+            g->time = 0;
+        }
         g->time++;
         if (mid < 0)
             continue;
@@ -371,7 +372,7 @@ int mk_bk_solve(mk_bk_t *g, int64_t *flow, int *paths)
         augment(g, mid);
         while (g->o_count) {
             int o = g->orphans[g->o_head];
-            g->o_head = (g->o_head + 1) % g->n;
+            g->o_head = g->o_head + 1 == g->n ? 0 : g->o_head + 1;
             g->o_count--;
             adopt(g, o);
         }
