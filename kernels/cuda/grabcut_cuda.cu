@@ -7,13 +7,18 @@
  * Work per call (mk_grabcut_cuda), all queued on the context's stream:
  *   kmeans_kernel  (cooperative, once): label check and sample counts; k-means++ seeding; 10 Lloyd iterations and
  *                  the final assignment; the first GMMs; every pixel's component for iteration 1.
- *   beta_kernel, nlink_kernel: the exact beta sum and the N-links (once per call, when iterations > 0).
+ *   beta_kernel, graph_kernel: the exact beta sum and the N-links (once per call, when iterations > 0).
  *   per iteration: iter_kernel (cooperative): PR labels from the last cut, moments of every (GMM, component),
  *                  learning (every block learns the same components from the same integer sums), T-links and
- *                  the next iteration's components; then the max-flow.
+ *                  the next iteration's components; then the max-flow (maxflow_cuda.h's solver: the kernels write
+ *                  the graph straight into its arrays; it starts cold for each call and keeps its flow from one
+ *                  iteration to the next, valid because only the T-links change).
  *   final_kernel:  PR labels from the last cut; the energy when statistics are asked for.
  * The host waits once, at the end, for a small status block (errors found on the device: labels, empty sample
- * sets, singular covariances; the model; the energy); with stats, events time the stages.
+ * sets, singular covariances, a max-flow that gave up; the model; the energy): the return code needs it. With
+ * stats, events time the stages and each max-flow synchronises for its own statistics.
+ * The fixed-model cut: beta_kernel, graph_kernel (N-links and T-links of the given model in one pass), the
+ * max-flow, final_kernel.
  *
  * Sample sets are the pixels of each GMM in raster order, and every pass walks the pixels in that order: block b of
  * a cooperative kernel owns the pixels [b * chunk, (b + 1) * chunk) and walks them a tile of kThreads at a time,
@@ -35,6 +40,7 @@
 #include "cuda_check.h"
 #include "grabcut_cuda.h"
 #include "grabcut_px.h"
+#include "maxflow_cuda.h"
 
 #include <cooperative_groups.h>
 #include <limits.h>
@@ -55,15 +61,17 @@ const int kMoments = 10;                    /* n, s[3], ss[6] of mk_gc_moments_t
 const int kCentreSums = 4;                  /* n, s[3] */
 const int kPartial = kBuckets * kMoments;   /* partial sums per block of one pass */
 const int kLloydIterations = 10;
-const int kMaxEvents = 2 * 100 + 8;         /* stage events: graph, k-means, 2 per iteration, final */
+const int kMaxIterations = 100;             /* mk_gc_params_t's limit */
+const int kMaxEvents = 2 * kMaxIterations + 8; /* stage events: graph, k-means, 2 per iteration, final */
 
-enum { F_BAD_LABEL = 1, F_NO_BGD = 2, F_NO_FGD = 4, F_SINGULAR = 8 };
+enum { F_BAD_LABEL = 1, F_NO_BGD = 2, F_NO_FGD = 4, F_SINGULAR = 8, F_MAXFLOW = 16 };
 
 /* What the host reads back at the end of a call. */
 struct gc_result {
     int flags;
     int bad_pixel;                   /* F_BAD_LABEL: the first pixel (raster index) whose value is not a label */
-    int bad_gmm, bad_comp, bad_iter; /* F_SINGULAR: the component, and the iteration (0: the k-means model) */
+    int bad_gmm, bad_comp, bad_iter; /* F_SINGULAR: the component and the iteration (0: the k-means model);
+                                      * F_MAXFLOW: the iteration whose max-flow gave up */
     long long bad_n;
     double bad_det;
     long long eint;                  /* E_int of the final labelling */
@@ -79,6 +87,7 @@ struct gc_state {
     unsigned beta_ticket, final_ticket;
     int centre[2][MK_GC_MAX_K][3]; /* the k-means++ seeds, as picked */
     long long tot[kPartial];       /* the grid's sums of a cooperative kernel's pass */
+    long long flow[kMaxIterations]; /* each max-flow's value (the solver writes -1 when it gives up) */
 };
 
 /* One launch's view of the call (passed as a __grid_constant__ parameter). */
@@ -88,11 +97,11 @@ struct gc_args {
     uint8_t *mask;
     size_t mpitch;
     int w, h, n, K;
-    int32_t *term, *edge[4]; /* the graph, gp elements per row */
+    int32_t *term, *edge[4]; /* the graph: the max-flow solver's arrays, gp elements per row */
     size_t gp;
-    uint8_t *comp, *cut;     /* components (bgd | fgd << 4) and the max-flow's cut, gp bytes per row */
-    uint8_t *klabel;         /* k-means labels (may be NULL), kp bytes per row */
-    size_t kp;
+    uint8_t *comp, *cut;     /* components (bgd | fgd << 4) and the max-flow's cut, lp bytes per row */
+    uint8_t *klabel;         /* k-means labels (may be NULL), lp bytes per row */
+    size_t lp;
     int32_t *d2;             /* k-means++ D^2, n */
     long long *part;         /* per-block partial sums, value-major: [value][gridDim.x] */
     long long *blk;          /* per-block sample counts of kmeans_kernel: [3][gridDim.x] */
@@ -102,7 +111,7 @@ struct gc_args {
     uint64_t seed;
     double gamma, lambda, scale;
     int chunk;               /* pixels per block of a cooperative kernel, a multiple of kThreads */
-    int iter;                /* iter_kernel: the iteration (1..) */
+    int iter;                /* iter_kernel: the iteration (1..); final_kernel: that of the last max-flow */
     int relabel;             /* iter_kernel: relabel the PR pixels by the cut first */
     int assign;              /* kmeans_kernel: assign the first iteration's components */
     int energy;              /* final_kernel: compute the energy */
@@ -129,6 +138,11 @@ __device__ __forceinline__ uint8_t *label_ptr(const gc_args &a, int x, int y)
 __device__ __forceinline__ size_t gidx(const gc_args &a, int x, int y)
 {
     return (size_t)y * a.gp + x;
+}
+
+__device__ __forceinline__ size_t lidx(const gc_args &a, int x, int y)
+{
+    return (size_t)y * a.lp + x;
 }
 
 __device__ __forceinline__ long long d2_int(rgb a, rgb b)
@@ -614,7 +628,7 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
             rgb v = load_px(a, x, y);
             int k = nearest(sm.ctr[g], kn[g], v);
             if (a.klabel)
-                a.klabel[(size_t)y * a.kp + x] = (uint8_t)k;
+                a.klabel[lidx(a, x, y)] = (uint8_t)k;
             bucket = g * MK_GC_MAX_K + k;
             moment_values(v, val);
         } else {
@@ -634,7 +648,7 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
     for (int p = begin + tid; p < end; p += kThreads) {
         int y = p / a.w, x = p - y * a.w, g = *label_ptr(a, x, y) & 1, k;
         gmm_eval(sm.comp[g], a.K, load_px(a, x, y), &k);
-        a.comp[gidx(a, x, y)] = (uint8_t)(k << (4 * g));
+        a.comp[lidx(a, x, y)] = (uint8_t)(k << (4 * g));
     }
 }
 
@@ -651,6 +665,13 @@ __global__ void __launch_bounds__(kThreads) iter_kernel(const __grid_constant__ 
     /* A failure earlier in the call: the mask stays as it was then (written by an earlier launch: uniform). */
     if (__ldcg(&a.st->res.flags))
         return;
+    if (a.relabel && __ldcg(&a.st->flow[a.iter - 2]) < 0) {
+        if (blockIdx.x == 0 && tid == 0) {
+            a.st->res.flags |= F_MAXFLOW;
+            a.st->res.bad_iter = a.iter - 1;
+        }
+        return;
+    }
     for (int i = tid; i < kWarps * kPartial; i += kThreads)
         (&sm.acc[0][0])[i] = 0;
     __syncthreads();
@@ -661,7 +682,7 @@ __global__ void __launch_bounds__(kThreads) iter_kernel(const __grid_constant__ 
             int y = p / a.w, x = p - y * a.w;
             uint8_t *lp = label_ptr(a, x, y);
             int l = *lp;
-            size_t i = gidx(a, x, y);
+            size_t i = lidx(a, x, y);
             if (a.relabel && (l == MK_GC_PR_BGD || l == MK_GC_PR_FGD)) {
                 l = a.cut[i] ? MK_GC_PR_FGD : MK_GC_PR_BGD;
                 *lp = (uint8_t)l;
@@ -684,11 +705,11 @@ __global__ void __launch_bounds__(kThreads) iter_kernel(const __grid_constant__ 
     double c = 0.0;
     for (int p = begin + tid; p < end; p += kThreads) {
         int y = p / a.w, x = p - y * a.w;
-        size_t i = gidx(a, x, y);
         double m;
         uint8_t nib;
-        a.term[i] = pixel_tlinks(sm.comp, a.K, *label_ptr(a, x, y), load_px(a, x, y), a.lambda, a.scale, &nib, &m);
-        a.comp[i] = nib;
+        a.term[gidx(a, x, y)] =
+            pixel_tlinks(sm.comp, a.K, *label_ptr(a, x, y), load_px(a, x, y), a.lambda, a.scale, &nib, &m);
+        a.comp[lidx(a, x, y)] = nib;
         c += m;
     }
     c = block_sum_double<kWarps>(c, sm.cred);
@@ -809,6 +830,13 @@ __global__ void __launch_bounds__(kFlatThreads) final_kernel(const __grid_consta
     __shared__ bool last;
     if (__ldcg(&a.st->res.flags))
         return;
+    if (__ldcg(&a.st->flow[a.iter - 1]) < 0) {
+        if (blockIdx.x == 0 && threadIdx.x == 0) {
+            a.st->res.flags |= F_MAXFLOW;
+            a.st->res.bad_iter = a.iter;
+        }
+        return;
+    }
     long long e = 0;
     for (int p = blockIdx.x * kFlatThreads + threadIdx.x; p < a.n; p += gridDim.x * kFlatThreads) {
         int y = p / a.w, x = p - y * a.w;
@@ -816,7 +844,7 @@ __global__ void __launch_bounds__(kFlatThreads) final_kernel(const __grid_consta
         int l = *lp;
         size_t i = gidx(a, x, y);
         bool pr = l == MK_GC_PR_BGD || l == MK_GC_PR_FGD;
-        int fg = pr ? a.cut[i] != 0 : l & 1;
+        int fg = pr ? a.cut[lidx(a, x, y)] != 0 : l & 1;
         if (pr)
             *lp = fg ? MK_GC_PR_FGD : MK_GC_PR_BGD;
         if (!a.energy)
@@ -828,7 +856,7 @@ __global__ void __launch_bounds__(kFlatThreads) final_kernel(const __grid_consta
                 continue;
             int nx = x + (d == 0 || d == 1 ? 1 : d == 2 ? 0 : -1), ny = y + (d != 0);
             int nl = *label_ptr(a, nx, ny);
-            int nfg = nl == MK_GC_PR_BGD || nl == MK_GC_PR_FGD ? a.cut[gidx(a, nx, ny)] != 0 : nl & 1;
+            int nfg = nl == MK_GC_PR_BGD || nl == MK_GC_PR_FGD ? a.cut[lidx(a, nx, ny)] != 0 : nl & 1;
             if (nfg != fg)
                 e += a.edge[d][i];
         }
@@ -876,20 +904,27 @@ size_t align_up(size_t v, size_t a)
     return (v + a - 1) / a * a;
 }
 
-/* A call's geometry, launch shapes and pieces of the scratch. */
+/* A call's geometry, launch shapes, pieces of the scratch and its max-flow solver (whose buffer is part of the
+ * scratch: the solver object itself is made per call, which costs no allocation on the device). */
 struct gc_plan {
-    int w, h, n;
-    size_t gp;             /* elements per row of the graph and per-pixel arrays */
-    int coop_blocks, chunk, flat_blocks;
-    gc_state *st;
-    gc_result *host;       /* pinned */
-    int32_t *term, *edge[4], *d2;
-    uint8_t *comp, *cut, *klabel;
-    long long *part, *blk;
-    double *cpart;
+    int w = 0, h = 0, n = 0;
+    size_t gp = 0;          /* elements per row of the graph (the solver's arrays) */
+    size_t lp = 0;          /* bytes per row of the u8 per-pixel arrays */
+    int coop_blocks = 0, chunk = 0, flat_blocks = 0;
+    gc_state *st = NULL;
+    gc_result *host = NULL; /* pinned */
+    int32_t *term = NULL, *edge[4] = {NULL, NULL, NULL, NULL}, *d2 = NULL;
+    uint8_t *comp = NULL, *cut = NULL, *klabel = NULL;
+    long long *part = NULL, *blk = NULL;
+    double *cpart = NULL;
+    mk_pr_solver_t *pr = NULL;
+    ~gc_plan()
+    {
+        mk_pr_destroy(pr);
+    }
 };
 
-/* Launch shapes for a w x h image and the scratch they need. */
+/* Launch shapes for a w x h image, the scratch they need and the solver on it. */
 int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
 {
     int rc, per_sm_k = 0, per_sm_i = 0, coop = 0;
@@ -903,11 +938,10 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
     int per_sm = per_sm_k < per_sm_i ? per_sm_k : per_sm_i;
     if (per_sm < 1)
         return mk_err_set(MK_ECUDA, "grabcut: the cooperative kernels do not fit on an SM");
-    memset(pl, 0, sizeof *pl);
     pl->w = w;
     pl->h = h;
     pl->n = w * h;
-    pl->gp = align_up((size_t)w, 64);
+    pl->lp = align_up((size_t)w, 64);
     long long tiles = (pl->n + kThreads - 1) / kThreads, resident = (long long)per_sm * ctx->sm_count;
     long long blocks = tiles < resident ? tiles : resident;
     pl->chunk = (int)((tiles + blocks - 1) / blocks) * kThreads;
@@ -916,8 +950,8 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
     pl->flat_blocks = (int)(flat < flat_max ? flat : flat_max);
 
     size_t nbmax = (size_t)(pl->coop_blocks > pl->flat_blocks ? pl->coop_blocks : pl->flat_blocks);
-    size_t pix = pl->gp * (size_t)h, off = 0, o_st, o_part, o_blk, o_cpart, o_term, o_edge[4], o_d2, o_comp,
-           o_cut, o_kl;
+    size_t pix = pl->lp * (size_t)h, pr_bytes = mk_pr_device_bytes(w, h), off = 0;
+    size_t o_st, o_part, o_blk, o_cpart, o_d2, o_comp, o_cut, o_kl, o_pr;
     o_st = off;
     off = align_up(off + sizeof(gc_state), 256);
     o_part = off;
@@ -926,12 +960,6 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
     off = align_up(off + nbmax * 3 * sizeof(long long), 256);
     o_cpart = off;
     off = align_up(off + nbmax * sizeof(double), 256);
-    o_term = off;
-    off = align_up(off + pix * sizeof(int32_t), 256);
-    for (int d = 0; d < 4; d++) {
-        o_edge[d] = off;
-        off = align_up(off + pix * sizeof(int32_t), 256);
-    }
     o_d2 = off;
     off = align_up(off + (size_t)pl->n * sizeof(int32_t), 256);
     o_comp = off;
@@ -940,24 +968,29 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
     off = align_up(off + pix, 256);
     o_kl = off;
     off = align_up(off + pix, 256);
+    o_pr = off;
+    off = align_up(off + pr_bytes, 256);
 
     char *dev;
     void *host;
     if ((rc = mk_ctx_scratch(ctx, MK_SCRATCH_GRABCUT, off, (void **)&dev, NULL)) ||
-        (rc = mk_ctx_scratch(ctx, MK_SCRATCH_GRABCUT_HOST, sizeof(gc_result), &host, NULL)))
+        (rc = mk_ctx_scratch(ctx, MK_SCRATCH_GRABCUT_HOST, sizeof(gc_result), &host, NULL)) ||
+        (rc = mk_pr_create(ctx, w, h, dev + o_pr, pr_bytes, &pl->pr)))
         return rc;
     pl->st = (gc_state *)(dev + o_st);
     pl->host = (gc_result *)host;
     pl->part = (long long *)(dev + o_part);
     pl->blk = (long long *)(dev + o_blk);
     pl->cpart = (double *)(dev + o_cpart);
-    pl->term = (int32_t *)(dev + o_term);
-    for (int d = 0; d < 4; d++)
-        pl->edge[d] = (int32_t *)(dev + o_edge[d]);
     pl->d2 = (int32_t *)(dev + o_d2);
     pl->comp = (uint8_t *)(dev + o_comp);
     pl->cut = (uint8_t *)(dev + o_cut);
     pl->klabel = (uint8_t *)(dev + o_kl);
+    mk_pr_graph_t g = mk_pr_graph(pl->pr);
+    pl->term = g.term;
+    for (int d = 0; d < 4; d++)
+        pl->edge[d] = g.edge[d];
+    pl->gp = g.pitch;
     return 0;
 }
 
@@ -972,24 +1005,23 @@ gc_args make_args(const gc_plan &pl, const mk_image_t *img, const mk_image_t *ma
     a.w = pl.w;
     a.h = pl.h;
     a.n = pl.n;
-    a.K = p ? p->K : MK_GC_MAX_K;
+    a.K = p->K;
     a.term = pl.term;
     for (int d = 0; d < 4; d++)
         a.edge[d] = pl.edge[d];
     a.gp = pl.gp;
     a.comp = pl.comp;
     a.cut = pl.cut;
+    a.lp = pl.lp;
     a.d2 = pl.d2;
     a.part = pl.part;
     a.blk = pl.blk;
     a.cpart = pl.cpart;
     a.st = pl.st;
-    if (p) {
-        a.seed = p->seed;
-        a.gamma = p->gamma;
-        a.lambda = p->lambda;
-        a.scale = p->cap_scale;
-    }
+    a.seed = p->seed;
+    a.gamma = p->gamma;
+    a.lambda = p->lambda;
+    a.scale = p->cap_scale;
     a.chunk = pl.chunk;
     return a;
 }
@@ -1059,6 +1091,9 @@ int read_result(mk_ctx_t *ctx, const gc_plan &pl, const mk_image_t *mask, gc_res
     if (res->flags & F_SINGULAR)
         return mk_err_set(MK_ERANGE, "grabcut: GMM component %d of %lld samples has a singular covariance (det %g)",
                           res->bad_comp, res->bad_n, res->bad_det);
+    if (res->flags & F_MAXFLOW)
+        return mk_err_set(MK_ESTATE, "grabcut: the max-flow of iteration %d did not converge (%dx%d)", res->bad_iter,
+                          pl.w, pl.h);
     return 0;
 }
 
@@ -1105,35 +1140,18 @@ struct stage_timer {
     }
 };
 
-/* One max-flow on the call's graph into pl.cut. */
-int solve(mk_ctx_t *ctx, const gc_plan &pl, mk_gc_stats_t *stats)
+/* The max-flow of the graph in the solver's arrays, warm from the solver's kept flow, into pl.cut; its value goes
+ * to st->flow[index] (-1 when the solver gave up: the next kernel stops the call). Asynchronous without stats. */
+int solve(const gc_plan &pl, int index, mk_gc_stats_t *stats)
 {
-#ifdef MK_HAVE_CUDA_MAXFLOW
-    mk_grid_graph_t g;
-    g.width = pl.w;
-    g.height = pl.h;
-    g.pitch = pl.gp;
-    g.term = pl.term;
-    for (int d = 0; d < 4; d++)
-        g.edge[d] = pl.edge[d];
-    mk_image_t cut = mk_image_desc(pl.w, pl.h, MK_FMT_GRAY, MK_U8);
-    cut.pitch = pl.gp;
-    cut.mem = MK_MEM_DEVICE;
-    cut.data = pl.cut;
     mk_maxflow_stats_t ms;
-    int rc = mk_maxflow_grid_cuda(ctx, &g, &cut, stats ? &ms : NULL);
+    int rc = mk_pr_solve(pl.pr, pl.cut, pl.lp, (int64_t *)&pl.st->flow[index], stats ? &ms : NULL);
     if (rc || !stats)
         return rc;
     stats->rounds += ms.rounds;
     stats->global_relabels += ms.global_relabels;
     stats->flow = ms.flow;
     return 0;
-#else
-    (void)ctx;
-    (void)pl;
-    (void)stats;
-    return mk_err_set(MK_EUNSUPPORTED, "grabcut: the CUDA max-flow is not in this build");
-#endif
 }
 
 void model_out(const gc_result &r, int K, mk_gc_model_t *model)
@@ -1150,6 +1168,13 @@ void model_out(const gc_result &r, int K, mk_gc_model_t *model)
     }
 }
 
+/* Copies a w x h array of `elem`-byte elements, `spitch` elements per row, to the caller's. */
+int copy_out(mk_ctx_t *ctx, const gc_plan &pl, void *dst, size_t dpitch, const void *src, size_t spitch,
+             size_t elem)
+{
+    return mk_cuda_copy2d(ctx, dst, dpitch * elem, src, spitch * elem, (size_t)pl.w * elem, (size_t)pl.h);
+}
+
 } // namespace
 
 extern "C" int mk_grabcut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_params_t *p,
@@ -1160,6 +1185,8 @@ extern "C" int mk_grabcut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t 
     stage_timer tm;
     mk_gc_stats_t st;
     int rc;
+    if (p->iterations > kMaxIterations)
+        return mk_err_set(MK_ERANGE, "grabcut iterations %d above %d", p->iterations, kMaxIterations);
     memset(&st, 0, sizeof st);
     tm.on = stats != NULL;
     if ((rc = plan_call(ctx, img->width, img->height, &pl)))
@@ -1170,18 +1197,22 @@ extern "C" int mk_grabcut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t 
         (rc = tm.mark(ctx, ST_KMEANS)))
         return rc;
     if (p->iterations > 0) {
+        /* The N-links go straight into the solver's arrays, and so do the T-links of each iteration; the solver
+         * starts cold for this image and keeps its flow from one iteration to the next (only the T-links change,
+         * which leaves any flow valid). */
         mk_gc_model_t none;
         memset(&none, 0, sizeof none);
-        if ((rc = launch_beta(ctx, pl, a)) || (rc = launch_graph<false>(ctx, pl, a, none)) ||
-            (rc = tm.mark(ctx, ST_GRAPH)))
+        if ((rc = mk_pr_reset(pl.pr)) || (rc = launch_beta(ctx, pl, a)) ||
+            (rc = launch_graph<false>(ctx, pl, a, none)) || (rc = tm.mark(ctx, ST_GRAPH)))
             return rc;
         for (int it = 1; it <= p->iterations; it++) {
             a.iter = it;
             a.relabel = it > 1;
             if ((rc = launch_coop(ctx, iter_kernel, pl, a)) || (rc = tm.mark(ctx, ST_GMM)) ||
-                (rc = solve(ctx, pl, stats ? &st : NULL)) || (rc = tm.mark(ctx, ST_MAXFLOW)))
+                (rc = solve(pl, it - 1, stats ? &st : NULL)) || (rc = tm.mark(ctx, ST_MAXFLOW)))
                 return rc;
         }
+        a.iter = p->iterations;
         a.energy = stats != NULL;
         a.ncpart = pl.coop_blocks;
         if ((rc = launch_final(ctx, pl, a)) || (rc = tm.mark(ctx, ST_MAXFLOW)))
@@ -1215,12 +1246,13 @@ extern "C" int mk_grabcut_cut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_imag
         return rc;
     gc_args a = make_args(pl, img, mask, p);
     a.K = model->bgd.K > model->fgd.K ? model->bgd.K : model->fgd.K;
+    a.reset = 1;
+    a.iter = 1;
     a.energy = stats != NULL;
     a.ncpart = pl.flat_blocks;
-    a.reset = 1;
-    if ((rc = tm.mark(ctx, ST_GRAPH)) || (rc = launch_beta(ctx, pl, a)) ||
+    if ((rc = tm.mark(ctx, ST_GRAPH)) || (rc = mk_pr_reset(pl.pr)) || (rc = launch_beta(ctx, pl, a)) ||
         (rc = launch_graph<true>(ctx, pl, a, *model)) || (rc = tm.mark(ctx, ST_GRAPH)) ||
-        (rc = solve(ctx, pl, stats ? &st : NULL)) || (rc = launch_final(ctx, pl, a)) ||
+        (rc = solve(pl, 0, stats ? &st : NULL)) || (rc = launch_final(ctx, pl, a)) ||
         (rc = tm.mark(ctx, ST_MAXFLOW)) || (rc = read_result(ctx, pl, mask, &res)))
         return rc;
     if (stats) {
@@ -1243,12 +1275,6 @@ extern "C" int mk_grabcut_binary_cuda(mk_ctx_t *ctx, const mk_image_t *labels, m
 
 /* ---- the stages for the parity tests (grabcut_cuda.h) ----------------------------------------------------- */
 
-/* Copies a w x h array of `elem`-byte elements from the scratch (pitch pl.gp elements) to the caller's. */
-static int copy_out(mk_ctx_t *ctx, const gc_plan &pl, void *dst, size_t dpitch, const void *src, size_t elem)
-{
-    return mk_cuda_copy2d(ctx, dst, dpitch * elem, src, pl.gp * elem, (size_t)pl.w * elem, (size_t)pl.h);
-}
-
 extern "C" int mk_gc_kmeans_cuda(mk_ctx_t *ctx, const mk_image_t *img, const mk_image_t *mask, int K,
                                  uint64_t seed, mk_image_t *labels)
 {
@@ -1262,9 +1288,8 @@ extern "C" int mk_gc_kmeans_cuda(mk_ctx_t *ctx, const mk_image_t *img, const mk_
     p.seed = seed;
     gc_args a = make_args(pl, img, mask, &p);
     a.klabel = pl.klabel;
-    a.kp = pl.gp;
-    if ((rc = launch_coop(ctx, kmeans_kernel, pl, a)) || (rc = copy_out(ctx, pl, labels->data, labels->pitch,
-                                                                        pl.klabel, 1)))
+    if ((rc = launch_coop(ctx, kmeans_kernel, pl, a)) ||
+        (rc = copy_out(ctx, pl, labels->data, labels->pitch, pl.klabel, pl.lp, 1)))
         return rc;
     return read_result(ctx, pl, mask, &res);
 }
@@ -1287,7 +1312,7 @@ extern "C" int mk_gc_nlinks_cuda(mk_ctx_t *ctx, const mk_image_t *img, double ga
     if ((rc = launch_beta(ctx, pl, a)) || (rc = launch_graph<false>(ctx, pl, a, none)))
         return rc;
     for (int d = 0; d < 4; d++)
-        if ((rc = copy_out(ctx, pl, edge[d], pitch, pl.edge[d], sizeof(int32_t))))
+        if ((rc = copy_out(ctx, pl, edge[d], pitch, pl.edge[d], pl.gp, sizeof(int32_t))))
             return rc;
     if ((rc = read_result(ctx, pl, NULL, &res)))
         return rc;
@@ -1311,9 +1336,9 @@ extern "C" int mk_gc_tlinks_cuda(mk_ctx_t *ctx, const mk_image_t *img, const mk_
     gc_args a = make_args(pl, img, mask, &p);
     a.K = model->bgd.K > model->fgd.K ? model->bgd.K : model->fgd.K;
     a.reset = 1;
-    if ((rc = launch_beta(ctx, pl, a)) ||
-        (rc = launch_graph<true>(ctx, pl, a, *model)) ||
-        (rc = copy_out(ctx, pl, term, pitch, pl.term, sizeof(int32_t))) || (rc = read_result(ctx, pl, mask, &res)))
+    if ((rc = launch_beta(ctx, pl, a)) || (rc = launch_graph<true>(ctx, pl, a, *model)) ||
+        (rc = copy_out(ctx, pl, term, pitch, pl.term, pl.gp, sizeof(int32_t))) ||
+        (rc = read_result(ctx, pl, mask, &res)))
         return rc;
     if (!C)
         return 0;
