@@ -841,7 +841,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: masktool COMMAND [options]   (masktool COMMAND --help for each)\n\n"
                "maskd's offline tool: runs the kernels of the daemon on files.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-13s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nEvery command takes --backend auto|cpu|cuda (auto: CUDA when a usable GPU is present).\n"
                "Environment: MASKD_LOG=error|warn|info|debug|trace, MASKD_TEST_DATA=shared data folder.\n");
 }

@@ -655,8 +655,8 @@ int mt_bench(int argc, char **argv)
         }
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "masktool bench: one OP expected: letterbox, threshold, otsu, guided, all, yolo-decode, detect, "
-                        "grabcut or maxflow\n");
+        fprintf(stderr, "masktool bench: one OP expected: letterbox, threshold, otsu, guided, all, yolo-decode, "
+                        "detect, grabcut or maxflow\n");
         return 2;
     }
     const char *op = argv[optind];

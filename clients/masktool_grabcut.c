@@ -305,13 +305,15 @@ static double iou_masks(const mk_image_t *a, const mk_image_t *b)
 
 static void score_help(void)
 {
-    puts("usage: masktool grabcut-score [--data DIR] [--backend auto|cpu|cuda] [--iters N] [--out DIR] [--json]\n"
+    puts("usage: masktool grabcut-score [--data DIR] [--backend auto|cpu|cuda] [--iters N] [--seed N] [--out DIR]\n"
+         "                              [--json]\n"
          "\n"
          "Runs GrabCut from each benchmark rectangle (DIR/grabcut: images, bboxes, gt; index.txt lists them) and\n"
          "scores the binary mask against the ground truth (IoU and error %, pixels of the 128 band excluded, as\n"
          "DIR/reference/opencv-grabcut/SCORES.txt) and against OpenCV's mask (IoU over all pixels). A rectangle\n"
          "over the whole image is shrunk as `masktool grabcut` does. Prints a table (or --json) with the means.\n"
          "  --data DIR   the shared data folder (default: $MASKD_TEST_DATA, else ../shared/data)\n"
+         "  --seed N     k-means++ seed (default: MK_GC_SEED)\n"
          "  --out DIR    also write each mask as DIR/NAME.png");
 }
 
@@ -320,13 +322,14 @@ int mt_grabcut_score(int argc, char **argv)
     static const struct option opts[] = {
         {"data", required_argument, 0, 'd'}, {"backend", required_argument, 0, 'b'},
         {"iters", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
-        {"json", no_argument, 0, 'j'},        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"json", no_argument, 0, 'j'},        {"seed", required_argument, 0, 'S'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *env = getenv("MASKD_TEST_DATA");
     const char *data = env ? env : "../shared/data", *backend = NULL, *out_dir = NULL;
     int json = 0, c;
     mk_gc_params_t p = mk_gc_params_default();
-    while ((c = getopt_long(argc, argv, "d:b:i:o:jh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:b:i:o:jS:h", opts, NULL)) != -1) {
+        char *end;
         switch (c) {
         case 'd': data = optarg; break;
         case 'b': backend = optarg; break;
@@ -339,6 +342,14 @@ int mt_grabcut_score(int argc, char **argv)
             break;
         case 'o': out_dir = optarg; break;
         case 'j': json = 1; break;
+        case 'S':
+            errno = 0;
+            p.seed = strtoull(optarg, &end, 0);
+            if (errno || end == optarg || *end) {
+                fprintf(stderr, "masktool grabcut-score: bad --seed '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'h': score_help(); return 0;
         default: fprintf(stderr, "masktool grabcut-score: unknown option (see --help)\n"); return 2;
         }
@@ -368,6 +379,7 @@ int mt_grabcut_score(int argc, char **argv)
     cJSON_AddStringToObject(doc, "device", mk_ctx_device_name(ctx));
     cJSON_AddStringToObject(doc, "data", data);
     cJSON_AddNumberToObject(doc, "iterations", p.iterations);
+    cJSON_AddNumberToObject(doc, "seed", (double)p.seed);
     double sum_iou = 0, sum_err = 0, sum_cv = 0, sum_ms = 0;
     int scored = 0;
     if (!json)

@@ -137,7 +137,10 @@ int mk_grabcut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_
                const mk_gc_params_t *p, mk_gc_model_t *model, mk_gc_stats_t *stats);
 
 /* The fixed-model cut (the video fast path): T-links from `model`, N-links from img, one max-flow, PR_* pixels of
- * mask relabelled as in an iteration of mk_grabcut. No learning. */
+ * mask relabelled as in an iteration of mk_grabcut. No learning. The model (host memory, as mk_grabcut returns it)
+ * needs K in 1..MK_GC_MAX_K, finite values, weights >= 0 and invertible covariances where the weight is > 0
+ * (MK_ERANGE otherwise); a GMM whose weights are all 0 (mk_grabcut learns one for a class that lost every pixel)
+ * has density 0 everywhere, as in OpenCV. */
 int mk_grabcut_cut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
                    const mk_gc_params_t *p, mk_gc_stats_t *stats);
 
