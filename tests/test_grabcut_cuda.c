@@ -815,7 +815,8 @@ static void test_bad_input(void **state)
     bad_mask_case(&one, &m1, &r1, MK_EINVAL, "1x1 image");
     double iou = grabcut_case(&two, &m2, &r1, &p, 0, "2x1 image");
     assert_true(iou == 1.0);
-    /* The fixed-model cut: labels checked on the device; a model without weights refused. */
+    /* The fixed-model cut: labels checked on the device; a negative weight refused; a GMM without weight (density
+     * 0 everywhere) accepted, with the same result on both backends. */
     mk_gc_model_t model;
     mk_image_t lm = new_host(40, 30);
     mk_rect_t rect = {5, 4, 30, 20};
@@ -823,10 +824,19 @@ static void test_bad_input(void **state)
     d1 = tu_to_ctx(gpu, &lm, 0);
     TU_OK(mk_image_memset(gpu, &dmask, 5));
     assert_int_equal(mk_grabcut_cut(gpu, &dimg, &dmask, &model, &p, NULL), MK_EINVAL);
+    mk_gc_model_t bad = model;
+    bad.bgd.weight[0] = -0.5;
+    assert_int_equal(mk_grabcut_cut(gpu, &dimg, &d1, &bad, &p, NULL), MK_ERANGE);
     mk_gc_model_t zero = model;
     memset(zero.fgd.weight, 0, sizeof zero.fgd.weight);
-    assert_int_equal(mk_grabcut_cut(gpu, &dimg, &d1, &zero, &p, NULL), MK_EINVAL);
-    TU_OK(mk_grabcut_cut(gpu, &dimg, &d1, &model, &p, NULL));
+    mk_image_t hz = new_host(40, 30);
+    TU_OK(mk_image_copy(cpu, &hz, &lm));
+    TU_OK(mk_grabcut_cut(cpu, &img, &hz, &zero, &p, NULL));
+    TU_OK(mk_grabcut_cut(gpu, &dimg, &d1, &zero, &p, NULL));
+    mk_image_t gz = tu_to_host(gpu, &d1);
+    assert_same_labels(&hz, &gz, "cut with a foreground GMM of no weight");
+    mk_image_free(NULL, &gz);
+    mk_image_free(NULL, &hz);
     mk_image_free(gpu, &d1);
     mk_image_free(gpu, &dimg);
     mk_image_free(gpu, &dmask);
