@@ -49,7 +49,9 @@ static int load_bench(const char *file, mk_image_t *img, mk_rect_t *rect)
 }
 
 /* A host label mask: 0 OpenCV's rectangle (BGD outside, PR_FGD inside), 1 blocks of random labels, 2 random labels
- * per pixel, 3 PR_* blocks with a hard BGD border and a few FGD pixels. Both GMMs get samples when w * h >= 2. */
+ * per pixel, 3 PR_* blocks with a hard BGD border and a few FGD pixels, 4 PR_FGD with a sparse grid of PR_BGD
+ * pixels (no hard label: the background class may lose every pixel in the first cut). Both GMMs get samples when
+ * w * h >= 2. */
 static mk_image_t label_mask(tu_rng_t *r, int w, int h, int kind)
 {
     mk_image_t m = mk_image_desc(w, h, MK_FMT_GRAY, MK_U8);
@@ -68,6 +70,7 @@ static mk_image_t label_mask(tu_rng_t *r, int w, int h, int kind)
             case 0: l = x >= rx && x < rx + rw && y >= ry && y < ry + rh ? MK_GC_PR_FGD : MK_GC_BGD; break;
             case 1: l = block[(y / bs) % 64][(x / bs) % 64]; break;
             case 2: l = (uint8_t)tu_rand_int(r, 0, 3); break;
+            case 4: l = x % 9 == 4 && y % 7 == 3 ? MK_GC_PR_BGD : MK_GC_PR_FGD; break;
             default:
                 l = x == 0 || y == 0 || x == w - 1 || y == h - 1 ? MK_GC_BGD
                     : tu_rand_int(r, 0, 50) == 0                  ? MK_GC_FGD
@@ -592,21 +595,30 @@ static void test_grabcut_bench(void **state)
         fail_msg("only %d of the benchmark images found", done);
 }
 
-/* From masks with all four labels, several K and iteration counts; images small enough to be many. */
+/* From masks with all four labels (and without hard ones), several K, iteration counts, lambdas and capacity
+ * scales; images small enough to be many. */
 static void test_grabcut_random(void **state)
 {
     (void)state;
     tu_rng_t r = {2718};
     double worst = 1;
-    for (int i = 0; i < 20; i++) {
+    for (int i = 0; i < 25; i++) {
         int w = tu_rand_int(&r, 2, 200), h = tu_rand_int(&r, 2, 160);
         mk_gc_params_t p = mk_gc_params_default();
         p.iterations = tu_rand_int(&r, 1, 6);
         p.K = 1 + i % MK_GC_MAX_K;
         p.seed = tu_rand(&r);
-        mk_image_t img = scene(&r, w, h, 8), mask = label_mask(&r, w, h, i % 4);
-        char what[128];
-        snprintf(what, sizeof what, "random %d: %dx%d K %d %d iterations", i, w, h, p.K, p.iterations);
+        if (i % 3 == 1) {
+            p.lambda = 400;
+            p.cap_scale = 64;
+        } else if (i % 3 == 2) {
+            p.gamma = tu_rand_int(&r, 5, 120);
+            p.lambda = 9 * p.gamma;
+        }
+        mk_image_t img = scene(&r, w, h, 8), mask = label_mask(&r, w, h, i % 5);
+        char what[160];
+        snprintf(what, sizeof what, "random %d: %dx%d mask %d K %d %d iterations gamma %g lambda %g scale %g", i, w,
+                 h, i % 5, p.K, p.iterations, p.gamma, p.lambda, p.cap_scale);
         double iou = grabcut_case(&img, &mask, NULL, &p, i % 2, what);
         worst = iou < worst ? iou : worst;
         /* Small images: a handful of pixels is a percent; the sum over the set is what must agree. */
@@ -615,7 +627,7 @@ static void test_grabcut_random(void **state)
         mk_image_free(NULL, &img);
         mk_image_free(NULL, &mask);
     }
-    print_message("GrabCut parity on 20 random masks: worst IoU %.6f\n", worst);
+    print_message("GrabCut parity on 25 random masks: worst IoU %.6f\n", worst);
 }
 
 /* The fixed-model cut: a model learnt on the CPU applied to its own image and to a shifted view of it. */
