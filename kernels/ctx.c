@@ -14,7 +14,7 @@
 /* The memory a scratch slot lives in (see ctx_internal.h). */
 static mk_mem_t slot_mem(const mk_ctx_t *ctx, mk_scratch_slot_t slot)
 {
-    if (slot == MK_SCRATCH_YOLO_HOST)
+    if (slot == MK_SCRATCH_YOLO_HOST || slot == MK_SCRATCH_GRABCUT_HOST)
         return ctx->backend == MK_BACKEND_CUDA ? MK_MEM_PINNED : MK_MEM_HOST;
     return mk_ctx_mem(ctx);
 }

@@ -16,6 +16,8 @@ typedef enum {
     MK_SCRATCH_YOLO,       /* boxes, per-class lists and results of the CUDA decode + NMS */
     MK_SCRATCH_YOLO_HOST,  /* pinned host memory the CUDA decode + NMS copies its results to */
     MK_SCRATCH_MAXFLOW,    /* the solver buffer of mk_maxflow_grid_cuda (maxflow_cuda.h) */
+    MK_SCRATCH_GRABCUT,    /* the CUDA GrabCut's state, per-pixel labels, partial sums and its max-flow solver */
+    MK_SCRATCH_GRABCUT_HOST, /* pinned host memory the CUDA GrabCut copies its status, model and energy to */
     MK_SCRATCH_COUNT
 } mk_scratch_slot_t;
 

@@ -28,10 +28,12 @@ mk_gc_params_t mk_gc_params_default(void)
     return p;
 }
 
+#if !CUDA_MAXFLOW || !CUDA_GRABCUT
 static int no_cuda(const char *what)
 {
     return mk_err_set(MK_EUNSUPPORTED, "%s: the CUDA implementation is not in this build", what);
 }
+#endif
 
 static int check_mem(mk_ctx_t *ctx, const mk_image_t *img, const char *what)
 {
