@@ -80,6 +80,11 @@ __device__ __forceinline__ double exact_f64(long long v)
     return __hiloint2double(0x43300000 | (int)(v >> 32), (int)(unsigned)v) - 4503599627370496.0;
 }
 
+__device__ __forceinline__ double exact_f64(unsigned v)
+{
+    return __hiloint2double(0x43300000, (int)v) - 4503599627370496.0;
+}
+
 /* ---- the strip kernels ---------------------------------------------------------------------------------- */
 
 /* A warp's strip: working columns x0 - r .. x0 - r + 127 (reflected at the image edges), output columns
@@ -241,7 +246,7 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
             double S[NM];
 #pragma unroll
             for (int k = 0; k < N32; k++)
-                S[k] = exact_f64(s32[k][j]);
+                S[k] = exact_f64((unsigned)s32[k][j]);
 #pragma unroll
             for (int k = 0; k < C; k++)
                 S[N32 + k] = exact_f64(s64[k][j]);
