@@ -293,8 +293,8 @@ static void test_radii(void **state)
         for (int wr = 0; wr <= MK_GUIDED_TILE_RADIUS; wr++) {
             char what[96];
             int radius = wr * s + (s == 3 && wr > 0 ? -1 : 0); /* round(radius / s) = wr */
-            case_t c = {wr % 2 ? &frame : &gray, 0, 0, 301, 45, &src, {radius, 1e-3, s, 0}, {MK_MASK_SOFT, 0.5f, 0, 3, 1},
-                        306, 47, 0, 0, 0};
+            case_t c = {wr % 2 ? &frame : &gray, 0, 0, 301, 45, &src, {radius, 1e-3, s, 0},
+                        {MK_MASK_SOFT, 0.5f, 0, 3, 1}, 306, 47, 0, 0, 0};
             snprintf(what, sizeof what, "radius sweep: s=%d r=%d (work %d) %s", s, radius, wr,
                      wr % 2 ? "colour" : "grey");
             assert_int_equal(mk_guided_work_radius(&c.g), wr);

@@ -14,7 +14,9 @@
  * The fast filter (s > 1) starts with reduce_kernel, the guide reduced by s x s area averages (one thread per
  * reduced pixel), and ends with up_kernel: bilinear means applied to the full-resolution guide, the mask product and
  * zeros outside the pasted rectangle in one pass over the output. Launches: s = 1 two (and a clearing pass for a
- * partial paste), s > 1 four.
+ * partial paste), s > 1 four; each after the first is a programmatic dependent launch (its blocks are scheduled as
+ * the previous kernel's leave the SMs and wait in cudaGridDependencySynchronize() before touching memory), so the
+ * launch gaps overlap the previous kernel's tail.
  * Larger radii run the CPU reference's algorithm in parallel (summed-area tables built by one thread per row, then
  * per column, in the reference's order; one thread per pixel after), so that path equals the CPU bit for bit;
  * its tables take (moments + C + 1) x 8 bytes per working pixel of the context's scratch.
@@ -184,6 +186,8 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
                                                              float *__restrict__ ab)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, N32 = NM - C; /* moments N32.. are guide-times-source */
+    cudaGridDependencySynchronize(); /* s > 1: reduce_kernel's output */
+    cudaTriggerProgrammaticLaunchCompletion();
     strip_t st;
     if (!strip_of(pl, band_rows, st))
         return;
@@ -264,6 +268,8 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
                                                               float *__restrict__ means)
 {
     constexpr int NC = C + 1;
+    cudaGridDependencySynchronize(); /* coef_kernel's a and b */
+    cudaTriggerProgrammaticLaunchCompletion();
     strip_t st;
     if (!strip_of(pl, band_rows, st))
         return;
@@ -339,6 +345,7 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
 template <int C> __global__ void reduce_kernel(in_t in, mk_guided_plan_t pl, unsigned *__restrict__ rg)
 {
     const int x = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    cudaTriggerProgrammaticLaunchCompletion();
     if (x >= pl.wl || y >= pl.hl)
         return;
     const int xa = x * pl.s, ya = y * pl.s, xb = min(xa + pl.s, pl.w), yb = min(ya + pl.s, pl.h), n = (xb - xa) * C;
@@ -370,6 +377,7 @@ __global__ void __launch_bounds__(kUpThreads) up_kernel(in_t in, mk_guided_plan_
     __shared__ int sj0[kUpRows], sj1[kUpRows];
     __shared__ float sfy[kUpRows];
     const int t0 = (int)threadIdx.x, dx = (int)blockIdx.x * kUpThreads + t0, dy0 = (int)blockIdx.y * kUpRows;
+    cudaGridDependencySynchronize(); /* final_kernel's means */
     if (t0 < kUpRows) {
         const int y = dy0 + t0 - out.y;
         if (y >= 0 && y < pl.h)
@@ -541,6 +549,23 @@ dim3 grid2d(int w, int h, dim3 block)
     return dim3((unsigned)(w + (int)block.x - 1) / block.x, (unsigned)(h + (int)block.y - 1) / block.y);
 }
 
+/* A kernel that reads what the previous kernel on the stream wrote, as a programmatic dependent launch (the kernel
+ * calls cudaGridDependencySynchronize() before any memory access). */
+template <typename... P, typename... A>
+int launch_after(cudaStream_t s, dim3 grid, dim3 block, void (*kernel)(P...), A... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return MK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
 /* Rows per band of the strip kernels (and their block count): bands enough that about kBandWarpsPerSm warps per
  * SM have a strip. */
 int band_rows(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, unsigned *blocks)
@@ -559,25 +584,24 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
                const mk_mask_out_t &out)
 {
     cudaStream_t s = MK_STREAM(ctx);
-    in_t work = in;
-    int rc;
-    if (pl.s > 1) {
-        dim3 block(32, 8);
-        reduce_kernel<C><<<grid2d(pl.wl, pl.hl, block), block, 0, s>>>(in, pl, rg);
-        if ((rc = MK_CUDA_LAUNCH_CHECK(reduce_kernel)))
-            return rc;
-        work.rguide = rg;
-    }
     unsigned blocks;
     const int rows = band_rows(ctx, pl, &blocks);
-    coef_kernel<C><<<blocks, kStripThreads, 0, s>>>(work, pl, rows, ab);
-    if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
+    int rc;
+    if (pl.s == 1) {
+        coef_kernel<C><<<blocks, kStripThreads, 0, s>>>(in, pl, rows, ab);
+        if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
+            return rc;
+        return launch_after(s, blocks, kStripThreads, final_kernel<C, 0>, in, pl, rows, (const float *)ab, out,
+                            (float *)nullptr);
+    }
+    dim3 block(32, 8);
+    in_t work = in;
+    work.rguide = rg;
+    reduce_kernel<C><<<grid2d(pl.wl, pl.hl, block), block, 0, s>>>(in, pl, rg);
+    if ((rc = MK_CUDA_LAUNCH_CHECK(reduce_kernel)) ||
+        (rc = launch_after(s, blocks, kStripThreads, coef_kernel<C>, work, pl, rows, ab)))
         return rc;
-    if (pl.s == 1)
-        final_kernel<C, 0><<<blocks, kStripThreads, 0, s>>>(in, pl, rows, ab, out, nullptr);
-    else
-        final_kernel<C, 1><<<blocks, kStripThreads, 0, s>>>(in, pl, rows, ab, out, means);
-    return MK_CUDA_LAUNCH_CHECK(final_kernel);
+    return launch_after(s, blocks, kStripThreads, final_kernel<C, 1>, in, pl, rows, (const float *)ab, out, means);
 }
 
 template <int C>
@@ -636,6 +660,8 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
         return rc;
     if (fast) {
         dim3 grid((unsigned)(out.dw + kUpThreads - 1) / kUpThreads, (unsigned)(out.dh + kUpRows - 1) / kUpRows);
+        if (strips)
+            return launch_after(MK_STREAM(ctx), grid, kUpThreads, up_kernel<C>, in, pl, (const float *)means, out);
         up_kernel<C><<<grid, kUpThreads, 0, MK_STREAM(ctx)>>>(in, pl, means, out);
         return MK_CUDA_LAUNCH_CHECK(up_kernel);
     }
