@@ -145,45 +145,68 @@ template <typename T> __device__ __forceinline__ void strip_box(const T c[kLaneC
     out[3] = hi3 - P2;
 }
 
-/* The guide levels and the source's fixed point at working pixel (x, y). */
-template <int C>
-__device__ __forceinline__ void work_px(const in_t &in, const mk_guided_plan_t &pl, int x, int y, int g[3], int &pq)
-{
-    if (in.rguide) {
-        const unsigned u = __ldg(in.rguide + (size_t)y * pl.wl + x);
+/* The lane's columns of working row y: guide levels g and source fixed point pq, every load issued before any value
+ * is used (no branch depends on a loaded value). REDUCED: the guide is the reduced one (s > 1). */
+template <int C, bool REDUCED> struct row_px {
+    int g[kLaneCols][3], pq[kLaneCols];
+
+    __device__ __forceinline__ void fetch(const in_t &in, const mk_guided_plan_t &pl, const int col[kLaneCols], int y)
+    {
+        if constexpr (REDUCED) {
+            const unsigned *grow = in.rguide + (size_t)y * pl.wl;
 #pragma unroll
-        for (int c = 0; c < C; c++)
-            g[c] = (int)((u >> (8 * c)) & 255u);
-    } else {
-        const uint8_t *p = in.guide + (size_t)y * in.gpitch + (size_t)x * C;
+            for (int j = 0; j < kLaneCols; j++) {
+                const unsigned u = __ldg(grow + col[j]);
 #pragma unroll
-        for (int c = 0; c < C; c++)
-            g[c] = __ldg(p + c);
+                for (int c = 0; c < C; c++)
+                    g[j][c] = (int)((u >> (8 * c)) & 255u);
+            }
+        } else {
+            const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    g[j][c] = __ldg(grow + col[j] * C + c);
+        }
+        const char *srow = (const char *)in.src + (size_t)y * in.spitch;
+        if (in.src_f32) {
+            float v[kLaneCols];
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                v[j] = __ldg((const float *)srow + col[j]);
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                pq[j] = mk_px_src_q_f32(v[j]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                pq[j] = __ldg((const uint8_t *)srow + col[j]) * 257;
+        }
     }
-    pq = mk_px_src_q((const char *)in.src + (size_t)y * in.spitch, in.src_f32, x);
-}
 
-/* The moments of one pixel in the order of mk_px_moments, as int32 (each at most 255 * 65535). */
-template <int C> __device__ __forceinline__ void moments32(const int g[3], int pq, int m[MK_GUIDED_NM(C)])
-{
-    int k = 0;
+    /* The moments of column j in the order of mk_px_moments, as int32 (each at most 255 * 65535). */
+    __device__ __forceinline__ void moments(int j, int m[MK_GUIDED_NM(C)]) const
+    {
+        int k = 0;
 #pragma unroll
-    for (int i = 0; i < C; i++)
-        m[k++] = g[i];
+        for (int i = 0; i < C; i++)
+            m[k++] = g[j][i];
 #pragma unroll
-    for (int i = 0; i < C; i++)
+        for (int i = 0; i < C; i++)
 #pragma unroll
-        for (int j = i; j < C; j++)
-            m[k++] = g[i] * g[j];
-    m[k++] = pq;
+            for (int l = i; l < C; l++)
+                m[k++] = g[j][i] * g[j][l];
+        m[k++] = pq[j];
 #pragma unroll
-    for (int i = 0; i < C; i++)
-        m[k++] = g[i] * pq;
-}
+        for (int i = 0; i < C; i++)
+            m[k++] = g[j][i] * pq[j];
+    }
+};
 
-template <int C>
+template <int C, bool REDUCED>
 __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
-                                                             float *__restrict__ ab)
+                                                                float *__restrict__ ab)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, N32 = NM - C; /* moments N32.. are guide-times-source */
     cudaGridDependencySynchronize(); /* s > 1: reduce_kernel's output */
@@ -204,12 +227,12 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
     }
 #pragma unroll 2
     for (int i = -r; i <= r; i++) {
-        const int y = mk_px_reflect(st.y0 + i, pl.hl);
+        row_px<C, REDUCED> p;
+        p.fetch(in, pl, col, mk_px_reflect(st.y0 + i, pl.hl));
 #pragma unroll
         for (int j = 0; j < kLaneCols; j++) {
-            int g[3], pq, m[NM];
-            work_px<C>(in, pl, col[j], y, g, pq);
-            moments32<C>(g, pq, m);
+            int m[NM];
+            p.moments(j, m);
 #pragma unroll
             for (int k = 0; k < NM; k++)
                 v[j][k] += m[k];
@@ -217,14 +240,14 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
     }
     for (int y = st.y0; y < st.y1; y++) {
         if (y > st.y0) {
-            const int ye = mk_px_reflect(y + r, pl.hl), yl = mk_px_reflect(y - r - 1, pl.hl);
+            row_px<C, REDUCED> enter, leave;
+            enter.fetch(in, pl, col, mk_px_reflect(y + r, pl.hl));
+            leave.fetch(in, pl, col, mk_px_reflect(y - r - 1, pl.hl));
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++) {
-                int g[3], pq, e[NM], l[NM];
-                work_px<C>(in, pl, col[j], ye, g, pq);
-                moments32<C>(g, pq, e);
-                work_px<C>(in, pl, col[j], yl, g, pq);
-                moments32<C>(g, pq, l);
+                int e[NM], l[NM];
+                enter.moments(j, e);
+                leave.moments(j, l);
 #pragma unroll
                 for (int k = 0; k < NM; k++)
                     v[j][k] += e[k] - l[k];
@@ -588,7 +611,7 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
     const int rows = band_rows(ctx, pl, &blocks);
     int rc;
     if (pl.s == 1) {
-        coef_kernel<C><<<blocks, kStripThreads, 0, s>>>(in, pl, rows, ab);
+        coef_kernel<C, false><<<blocks, kStripThreads, 0, s>>>(in, pl, rows, ab);
         if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
             return rc;
         return launch_after(s, blocks, kStripThreads, final_kernel<C, 0>, in, pl, rows, (const float *)ab, out,
@@ -599,7 +622,7 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
     work.rguide = rg;
     reduce_kernel<C><<<grid2d(pl.wl, pl.hl, block), block, 0, s>>>(in, pl, rg);
     if ((rc = MK_CUDA_LAUNCH_CHECK(reduce_kernel)) ||
-        (rc = launch_after(s, blocks, kStripThreads, coef_kernel<C>, work, pl, rows, ab)))
+        (rc = launch_after(s, blocks, kStripThreads, coef_kernel<C, true>, work, pl, rows, ab)))
         return rc;
     return launch_after(s, blocks, kStripThreads, final_kernel<C, 1>, in, pl, rows, (const float *)ab, out, means);
 }
