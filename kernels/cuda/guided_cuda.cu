@@ -185,22 +185,26 @@ template <int C, bool REDUCED> struct row_px {
         }
     }
 
-    /* The moments of column j in the order of mk_px_moments, as int32 (each at most 255 * 65535). */
-    __device__ __forceinline__ void moments(int j, int m[MK_GUIDED_NM(C)]) const
+    /* v += SIGN x the moments of column j, in the order of mk_px_moments (int32: each at most 255 * 65535); the
+     * sign goes on one factor, so that each product is one multiply-add. */
+    template <int SIGN> __device__ __forceinline__ void add_moments(int j, int v[MK_GUIDED_NM(C)]) const
     {
-        int k = 0;
+        int sg[3], k = 0;
 #pragma unroll
         for (int i = 0; i < C; i++)
-            m[k++] = g[j][i];
+            sg[i] = SIGN * g[j][i];
+#pragma unroll
+        for (int i = 0; i < C; i++)
+            v[k++] += sg[i];
 #pragma unroll
         for (int i = 0; i < C; i++)
 #pragma unroll
             for (int l = i; l < C; l++)
-                m[k++] = g[j][i] * g[j][l];
-        m[k++] = pq[j];
+                v[k++] += sg[i] * g[j][l];
+        v[k++] += SIGN * pq[j];
 #pragma unroll
         for (int i = 0; i < C; i++)
-            m[k++] = g[j][i] * pq[j];
+            v[k++] += sg[i] * pq[j];
     }
 };
 
@@ -230,13 +234,8 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
         row_px<C, REDUCED> p;
         p.fetch(in, pl, col, mk_px_reflect(st.y0 + i, pl.hl));
 #pragma unroll
-        for (int j = 0; j < kLaneCols; j++) {
-            int m[NM];
-            p.moments(j, m);
-#pragma unroll
-            for (int k = 0; k < NM; k++)
-                v[j][k] += m[k];
-        }
+        for (int j = 0; j < kLaneCols; j++)
+            p.template add_moments<1>(j, v[j]);
     }
     for (int y = st.y0; y < st.y1; y++) {
         if (y > st.y0) {
@@ -245,12 +244,8 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
             leave.fetch(in, pl, col, mk_px_reflect(y - r - 1, pl.hl));
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++) {
-                int e[NM], l[NM];
-                enter.moments(j, e);
-                leave.moments(j, l);
-#pragma unroll
-                for (int k = 0; k < NM; k++)
-                    v[j][k] += e[k] - l[k];
+                enter.template add_moments<1>(j, v[j]);
+                leave.template add_moments<-1>(j, v[j]);
             }
         }
         int s32[N32][kLaneCols];
