@@ -76,6 +76,23 @@ template <int C> __device__ __forceinline__ void load_coef(const float *p, float
     }
 }
 
+/* Programmatic dependent launch (sm_90 and later; nothing on older targets, where launches serialize): wait until
+ * the previous kernel on the stream has completed and its memory is visible; let the next kernel's blocks be
+ * scheduled (it still waits for this one in its own wait_previous_kernel). */
+__device__ __forceinline__ void wait_previous_kernel()
+{
+#if __CUDA_ARCH__ >= 900
+    cudaGridDependencySynchronize();
+#endif
+}
+
+__device__ __forceinline__ void allow_next_kernel()
+{
+#if __CUDA_ARCH__ >= 900
+    cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
 /* v (0 <= v < 2^52) as a double, exactly, with one addition instead of a conversion (a quarter-rate op). */
 __device__ __forceinline__ double exact_f64(long long v)
 {
@@ -213,8 +230,8 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
                                                                 float *__restrict__ ab)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, N32 = NM - C; /* moments N32.. are guide-times-source */
-    cudaGridDependencySynchronize(); /* s > 1: reduce_kernel's output */
-    cudaTriggerProgrammaticLaunchCompletion();
+    wait_previous_kernel(); /* s > 1: reduce_kernel's output */
+    allow_next_kernel();
     strip_t st;
     if (!strip_of(pl, band_rows, st))
         return;
@@ -286,8 +303,8 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
                                                               float *__restrict__ means)
 {
     constexpr int NC = C + 1;
-    cudaGridDependencySynchronize(); /* coef_kernel's a and b */
-    cudaTriggerProgrammaticLaunchCompletion();
+    wait_previous_kernel(); /* coef_kernel's a and b */
+    allow_next_kernel();
     strip_t st;
     if (!strip_of(pl, band_rows, st))
         return;
@@ -363,7 +380,7 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
 template <int C> __global__ void reduce_kernel(in_t in, mk_guided_plan_t pl, unsigned *__restrict__ rg)
 {
     const int x = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)(blockIdx.y * blockDim.y + threadIdx.y);
-    cudaTriggerProgrammaticLaunchCompletion();
+    allow_next_kernel();
     if (x >= pl.wl || y >= pl.hl)
         return;
     const int xa = x * pl.s, ya = y * pl.s, xb = min(xa + pl.s, pl.w), yb = min(ya + pl.s, pl.h), n = (xb - xa) * C;
@@ -395,7 +412,7 @@ __global__ void __launch_bounds__(kUpThreads) up_kernel(in_t in, mk_guided_plan_
     __shared__ int sj0[kUpRows], sj1[kUpRows];
     __shared__ float sfy[kUpRows];
     const int t0 = (int)threadIdx.x, dx = (int)blockIdx.x * kUpThreads + t0, dy0 = (int)blockIdx.y * kUpRows;
-    cudaGridDependencySynchronize(); /* final_kernel's means */
+    wait_previous_kernel(); /* final_kernel's means */
     if (t0 < kUpRows) {
         const int y = dy0 + t0 - out.y;
         if (y >= 0 && y < pl.h)
@@ -568,7 +585,7 @@ dim3 grid2d(int w, int h, dim3 block)
 }
 
 /* A kernel that reads what the previous kernel on the stream wrote, as a programmatic dependent launch (the kernel
- * calls cudaGridDependencySynchronize() before any memory access). */
+ * calls wait_previous_kernel() before any memory access). */
 template <typename... P, typename... A>
 int launch_after(cudaStream_t s, dim3 grid, dim3 block, void (*kernel)(P...), A... args)
 {
