@@ -1,9 +1,9 @@
 /* test_parity_guided: the guided filter, fast guided upsampling and mask products on the CUDA backend against the
  * CPU reference, on random and real inputs of many shapes (1-pixel lines, radii beyond the image, eps = 0, both
- * CUDA paths: tile kernels and summed-area tables), guides that are views into larger frames, pasted outputs,
+ * CUDA paths: strip kernels and summed-area tables), guides that are views into larger frames, pasted outputs,
  * pitch padding, guard bands around every device output and outputs poisoned twice.
  *
- * Tolerances: soft values within 1e-5 (the tile path sums the coefficients in another order than the reference;
+ * Tolerances: soft values within 1e-5 (the strip path sums the coefficients in another order than the reference;
  * the first pass and the large-radius path are exact and must agree bit for bit); u8 products bit for bit except
  * where the reference's soft value lies within 1e-5 of a rounding or threshold boundary; Otsu outputs bit for bit
  * against the host's Otsu of the device's own alpha. Exits 77 (skipped) without a GPU. */
@@ -198,7 +198,7 @@ static void test_random(void **state)
         mk_image_free(NULL, &frame);
         mk_image_free(NULL, &src);
     }
-    print_message("guided parity: 160 random cases (%d tile path, %d summed-area path)\n", tiles, sats);
+    print_message("guided parity: 160 random cases (%d strip path, %d summed-area path)\n", tiles, sats);
 }
 
 /* The OpenCV reference images (full filter, both eps, OpenCV's guard where it applies) and their fast variant. */
