@@ -281,8 +281,9 @@ static void test_bench_sizes(void **state)
     }
 }
 
-/* Every working radius of the strip kernels, full and fast (s = 2, 3), on guides three strips wide (the strips'
- * seams and both image edges), with a pasted soft output. */
+/* Every working radius of the strip kernels (both parities of the window's far end, every shuffle distance), full
+ * and fast (s = 2, 3), on a 301-pixel-wide guide (3 to 5 strips at s = 1: their seams and both image edges), with a
+ * pasted soft output. */
 static void test_radii(void **state)
 {
     (void)state;
