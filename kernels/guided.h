@@ -41,7 +41,7 @@ extern "C" {
 
 #define MK_GUIDED_MAX_RADIUS 65535
 #define MK_GUIDED_MAX_SCALE 64
-/* On the CUDA backend, working radii (mk_guided_work_radius) up to this run the fast tile kernels; larger ones
+/* On the CUDA backend, working radii (mk_guided_work_radius) up to this run the fast strip kernels; larger ones
  * the summed-area-table path: several times slower, with (moments + C + 1) x 8 bytes of scratch per working pixel
  * (about 300 MB for a colour guide at 1920x1080). */
 #define MK_GUIDED_TILE_RADIUS 32

@@ -46,17 +46,20 @@ MK_PX int mk_px_reflect(int k, int n)
     return m < n ? m : period - 1 - m;
 }
 
-/* Source value in fixed point: u8 v -> v * 257 (v / 255 exactly); f32 p -> round(clamp(p, 0, 1) * 65535), NaN 0. */
+/* An f32 source value in fixed point: round(clamp(p, 0, 1) * 65535), NaN 0. Branch-free (selects), so that a
+ * kernel's loads need not wait for one another: 0 and 1 give 0.5 and 65535.5 before the truncation. */
+MK_PX int mk_px_src_q_f32(float p)
+{
+    float c = p > 0.0f ? (p < 1.0f ? p : 1.0f) : 0.0f;
+    return (int)MK_FADD(MK_FMUL(c, (float)MK_GUIDED_Q), 0.5f);
+}
+
+/* Source value in fixed point: u8 v -> v * 257 (v / 255 exactly); f32 as mk_px_src_q_f32. */
 MK_PX int mk_px_src_q(const void *row, int is_f32, int x)
 {
     if (!is_f32)
         return ((const uint8_t *)row)[x] * 257;
-    float p = ((const float *)row)[x];
-    if (!(p > 0.0f))
-        return 0;
-    if (p >= 1.0f)
-        return MK_GUIDED_Q;
-    return (int)MK_FADD(MK_FMUL(p, (float)MK_GUIDED_Q), 0.5f);
+    return mk_px_src_q_f32(((const float *)row)[x]);
 }
 
 /* Guide pixel (x, y) at the working resolution: the u8 pixel for s = 1, else the average of the s x s block

@@ -1,9 +1,9 @@
 /* test_parity_guided: the guided filter, fast guided upsampling and mask products on the CUDA backend against the
  * CPU reference, on random and real inputs of many shapes (1-pixel lines, radii beyond the image, eps = 0, both
- * CUDA paths: tile kernels and summed-area tables), guides that are views into larger frames, pasted outputs,
+ * CUDA paths: strip kernels and summed-area tables), guides that are views into larger frames, pasted outputs,
  * pitch padding, guard bands around every device output and outputs poisoned twice.
  *
- * Tolerances: soft values within 1e-5 (the tile path sums the coefficients in another order than the reference;
+ * Tolerances: soft values within 1e-5 (the strip path sums the coefficients in another order than the reference;
  * the first pass and the large-radius path are exact and must agree bit for bit); u8 products bit for bit except
  * where the reference's soft value lies within 1e-5 of a rounding or threshold boundary; Otsu outputs bit for bit
  * against the host's Otsu of the device's own alpha. Exits 77 (skipped) without a GPU. */
@@ -198,7 +198,7 @@ static void test_random(void **state)
         mk_image_free(NULL, &frame);
         mk_image_free(NULL, &src);
     }
-    print_message("guided parity: 160 random cases (%d tile path, %d summed-area path)\n", tiles, sats);
+    print_message("guided parity: 160 random cases (%d strip path, %d summed-area path)\n", tiles, sats);
 }
 
 /* The OpenCV reference images (full filter, both eps, OpenCV's guard where it applies) and their fast variant. */
@@ -279,6 +279,32 @@ static void test_bench_sizes(void **state)
         mk_image_free(NULL, &src);
         mk_image_free(NULL, &low);
     }
+}
+
+/* Every working radius of the strip kernels (both parities of the window's far end, every shuffle distance), full
+ * and fast (s = 2, 3), on a 301-pixel-wide guide (3 to 5 strips at s = 1: their seams and both image edges), with a
+ * pasted soft output. */
+static void test_radii(void **state)
+{
+    (void)state;
+    tu_rng_t r = {77};
+    mk_image_t frame = tu_random_image(31, 301, 45, MK_FMT_BGR), gray = tu_random_image(32, 301, 45, MK_FMT_GRAY);
+    for (int s = 1; s <= 3; s++) {
+        mk_image_t src = random_source(&r, (301 + s - 1) / s, (45 + s - 1) / s, s != 2);
+        for (int wr = 0; wr <= MK_GUIDED_TILE_RADIUS; wr++) {
+            char what[96];
+            int radius = wr * s + (s == 3 && wr > 0 ? -1 : 0); /* round(radius / s) = wr */
+            case_t c = {wr % 2 ? &frame : &gray, 0, 0, 301, 45, &src, {radius, 1e-3, s, 0},
+                        {MK_MASK_SOFT, 0.5f, 0, 3, 1}, 306, 47, 0, 0, 0};
+            snprintf(what, sizeof what, "radius sweep: s=%d r=%d (work %d) %s", s, radius, wr,
+                     wr % 2 ? "colour" : "grey");
+            assert_int_equal(mk_guided_work_radius(&c.g), wr);
+            run_case(&c, what);
+        }
+        mk_image_free(NULL, &src);
+    }
+    mk_image_free(NULL, &frame);
+    mk_image_free(NULL, &gray);
 }
 
 /* One context, calls of changing sizes and paths: the scratch grows and is reused without leaking state. */
@@ -365,8 +391,9 @@ int main(void)
     if (start)
         return start;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_random),      cmocka_unit_test(test_real),    cmocka_unit_test(test_bench_sizes),
-        cmocka_unit_test(test_repeated),    cmocka_unit_test(test_compose), cmocka_unit_test(test_cuda_bad_input),
+        cmocka_unit_test(test_random),      cmocka_unit_test(test_real),    cmocka_unit_test(test_radii),
+        cmocka_unit_test(test_bench_sizes), cmocka_unit_test(test_repeated), cmocka_unit_test(test_compose),
+        cmocka_unit_test(test_cuda_bad_input),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mk_ctx_destroy(cpu);

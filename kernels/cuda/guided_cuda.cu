@@ -1,20 +1,27 @@
 /* guided_cuda: the guided filter and fast guided upsampling on the device.
  *
- * Working radius <= MK_GUIDED_TILE_RADIUS (r = 8 at 1080p, r/s for the fast filter), two tile kernels:
- *   coef_tile_kernel: a column strip 32 wide, 1..4 chunks of 16 rows, of a, b. Per chunk the inputs and their
- *     halo are staged in shared memory (reflected coordinates; for s > 1 the guide reduced on the fly), then the
- *     moments' box sums are taken separably by running sums: down each column (int32: a column sum of 2r+1
- *     moments fits; the sums carry over from chunk to chunk in registers), then along each row (int32, int64 for
- *     the guide-times-source moments), so each sum costs the same for any radius, and all are exact integers,
- *     equal to the CPU reference's. One thread per pixel then solves and stores a, b (floats).
- *   final_tile_kernel: the same separable running sums (double) over a, b with their halo, then per pixel either
- *     the application and the mask product (s = 1), or the means at low resolution (s > 1).
- * For s > 1, up_apply_kernel interpolates the means, applies them to the full-resolution guide and writes the
- * mask product over the whole output (zeros outside the pasted rectangle) in one pass.
+ * Working radius r <= MK_GUIDED_TILE_RADIUS (r = 8 at 1080p, r / s for the fast filter): strip kernels. A warp owns
+ * a strip of 128 working columns and a band of rows and walks down the band. Lane L keeps the vertical window sums
+ * of columns 4L..4L+3 in registers (one row enters and one leaves per step); the horizontal window sums of a row
+ * are differences of prefix sums across the warp (shuffles). Nothing goes through shared memory, every sum costs
+ * the same for any radius, and a strip yields 128 - 2r output columns (a band pays 2r + 1 rows of warm-up).
+ *   coef_kernel:  the moments' window sums as exact integers (int32; int64 for the guide-times-source moments from
+ *                 the first horizontal addition on), equal to the CPU reference's, then per pixel the reference's
+ *                 own solve (mk_px_guided_solve): a and b as floats, the same bits as the CPU's.
+ *   final_kernel: the window sums of a and b in double (another order than the reference's tables: equal to
+ *                 ~1e-13 relative), then per pixel q and its mask product (s = 1) or the coefficient means at low
+ *                 resolution (s > 1).
+ * The fast filter (s > 1) starts with reduce_kernel, the guide reduced by s x s area averages (one thread per
+ * reduced pixel), and ends with up_kernel: bilinear means applied to the full-resolution guide, the mask product and
+ * zeros outside the pasted rectangle in one pass over the output. Launches: s = 1 two (and a clearing pass for a
+ * partial paste), s > 1 four; each after the first is a programmatic dependent launch (its blocks are scheduled as
+ * the previous kernel's leave the SMs and wait in cudaGridDependencySynchronize() before touching memory), so the
+ * launch gaps overlap the previous kernel's tail.
  * Larger radii run the CPU reference's algorithm in parallel (summed-area tables built by one thread per row, then
  * per column, in the reference's order; one thread per pixel after), so that path equals the CPU bit for bit;
  * its tables take (moments + C + 1) x 8 bytes per working pixel of the context's scratch.
- * Nothing is allocated per call: coefficients and tables live in the context's MK_SCRATCH_GUIDED slot. */
+ * Nothing is allocated per call: coefficients, means, the reduced guide and the tables live in the context's
+ * MK_SCRATCH_GUIDED slot. */
 #include "backend.h"
 #include "cuda_check.h"
 #include "guided_px.h"
@@ -22,119 +29,33 @@
 
 namespace {
 
-const int kTW = 32, kTH = 16, kThreads = 256, kRMax = MK_GUIDED_TILE_RADIUS, kMaxDevices = 64;
-/* A block walks up to kMaxChunks chunks of kTH rows down its column strip, carrying the column sums across chunks
- * in registers; each thread owns at most kMaxItems (column, channel group) walkers (r <= kRMax). */
-const int kMaxChunks = 4, kMaxItems = 2;
-static_assert((kTW + 2 * kRMax) * 4 <= kMaxItems * kThreads, "a thread walks at most kMaxItems columns");
-/* int32 column sums of 2r+1 guide-times-source moments, int32 box sums of the others, exact. */
-static_assert(255LL * MK_GUIDED_Q * (2 * kRMax + 1) < (1LL << 31), "column sums overflow int32");
-static_assert((long long)MK_GUIDED_Q * (2 * kRMax + 1) * (2 * kRMax + 1) < (1LL << 31), "box sums overflow int32");
+const unsigned kFull = 0xffffffffu;
+const int kWarp = 32, kLaneCols = 4, kStripCols = kWarp * kLaneCols, kRMax = MK_GUIDED_TILE_RADIUS;
+const int kStripWarps = 4, kStripThreads = kStripWarps * kWarp;
+/* The strip kernels cut the rows into bands so that about this many warps per SM have work (a band's warm-up of
+ * 2r + 1 rows is paid again for each band). */
+const int kBandWarpsPerSm = 12;
+const int kUpThreads = 128, kUpRows = 16;
+static_assert(kStripCols - 2 * kRMax >= kLaneCols, "a strip yields outputs at the largest tile radius");
+static_assert(kUpRows <= kUpThreads, "up_kernel fills its row table with one thread per row");
+/* Exact integers: vertical sums of 2r + 1 moments fit int32, and so do the horizontal prefix sums along a strip of
+ * all moments but the guide-times-source ones (int64 from their first horizontal addition on). */
+static_assert(255LL * MK_GUIDED_Q * (2 * kRMax + 1) < (1LL << 31), "column sums of g p overflow int32");
+static_assert((long long)MK_GUIDED_Q * (2 * kRMax + 1) * kStripCols < (1LL << 31), "strip prefix sums overflow int32");
 
 struct in_t {
-    const uint8_t *guide;
+    const uint8_t *guide;   /* the full-resolution guide, C bytes per pixel */
     size_t gpitch;
-    const void *src;
+    const unsigned *rguide; /* s > 1, strip kernels: the reduced guide, levels in bytes 0..C-1, wl per row */
+    const void *src;        /* the source at the working resolution */
     size_t spitch;
     int src_f32;
 };
-
-__host__ __device__ constexpr size_t align16(size_t n)
-{
-    return (n + 15) & ~(size_t)15;
-}
 
 __host__ __device__ constexpr size_t align256(size_t n)
 {
     return (n + 255) & ~(size_t)255;
 }
-
-/* ---- shared-memory layouts of the tile kernels ------------------------------------------------------------ */
-
-__host__ __device__ constexpr int tile_sw(int r)
-{
-    return kTW + 2 * r;
-}
-
-/* Staged rows per chunk: the chunk's kTH rows, r above and below, and the row that leaves the first window. */
-__host__ __device__ constexpr int tile_sh(int r)
-{
-    return kTH + 2 * r + 1;
-}
-
-/* Row pitch of the column-sum planes: odd, so that threads walking different rows hit different banks. */
-__host__ __device__ constexpr int tile_vp(int r)
-{
-    return tile_sw(r) | 1;
-}
-
-/* coef_tile_kernel: staged guide (u32) and source (u16), int32 column sums of all moments, int64 row sums of the
- * guide-times-source moments (row pitch kTW + 1). */
-__host__ __device__ constexpr size_t coef_off_v(int r)
-{
-    return align16((size_t)tile_sw(r) * tile_sh(r) * 6);
-}
-
-__host__ __device__ constexpr size_t coef_off_s64(int C, int r)
-{
-    return coef_off_v(r) + align16((size_t)MK_GUIDED_NM(C) * kTH * tile_vp(r) * 4);
-}
-
-__host__ __device__ constexpr size_t coef_smem(int C, int r)
-{
-    return coef_off_s64(C, r) + (size_t)C * kTH * (kTW + 1) * 8;
-}
-
-/* final_tile_kernel: staged coefficients (float planes), double column then row sums. */
-__host__ __device__ constexpr size_t final_off_v(int C, int r)
-{
-    return align16((size_t)(C + 1) * tile_sw(r) * tile_sh(r) * 4);
-}
-
-__host__ __device__ constexpr size_t final_smem(int C, int r)
-{
-    return final_off_v(C, r) + (size_t)(C + 1) * kTH * tile_vp(r) * 8;
-}
-
-/* ---- coefficients: the tile path ------------------------------------------------------------------------- */
-
-/* Moments are taken in groups that share one staged pixel; group g holds channels ch(g, 0..nv(g)-1).
- * Colour: {g0, g1, g2, p}, {g00, g01, g02}, {g11, g12, g22}, {g0 p, g1 p, g2 p}; grey: {g, p}, {gg}, {g p}. */
-template <int C> struct groups;
-
-template <> struct groups<3> {
-    static const int n = 4;
-    static __device__ __forceinline__ int nv(int g) { return g == 0 ? 4 : 3; }
-    static __device__ __forceinline__ int ch(int g, int q)
-    {
-        return g == 0 ? (q < 3 ? q : 9) : g == 3 ? 10 + q : 3 * g + q;
-    }
-    static __device__ __forceinline__ void vals(int g, unsigned px, int p, int v[4])
-    {
-        int g0 = (int)(px & 255), g1 = (int)((px >> 8) & 255), g2 = (int)(px >> 16);
-        switch (g) {
-        case 0: v[0] = g0, v[1] = g1, v[2] = g2, v[3] = p; break;
-        case 1: v[0] = g0 * g0, v[1] = g0 * g1, v[2] = g0 * g2, v[3] = 0; break;
-        case 2: v[0] = g1 * g1, v[1] = g1 * g2, v[2] = g2 * g2, v[3] = 0; break;
-        default: v[0] = g0 * p, v[1] = g1 * p, v[2] = g2 * p, v[3] = 0; break;
-        }
-    }
-};
-
-template <> struct groups<1> {
-    static const int n = 3;
-    static __device__ __forceinline__ int nv(int g) { return g == 0 ? 2 : 1; }
-    static __device__ __forceinline__ int ch(int g, int q) { return g == 0 ? 2 * q : g == 1 ? 1 : 3; }
-    static __device__ __forceinline__ void vals(int g, unsigned px, int p, int v[4])
-    {
-        int g0 = (int)px;
-        v[1] = v[2] = v[3] = 0;
-        if (g == 0)
-            v[0] = g0, v[1] = p;
-        else
-            v[0] = g == 1 ? g0 * g0 : g0 * p;
-    }
-};
 
 template <int C> __device__ __forceinline__ void store_coef(float *p, const float *v)
 {
@@ -155,236 +76,375 @@ template <int C> __device__ __forceinline__ void load_coef(const float *p, float
     }
 }
 
+/* Programmatic dependent launch (sm_90 and later; nothing on older targets, where launches serialize): wait until
+ * the previous kernel on the stream has completed and its memory is visible; let the next kernel's blocks be
+ * scheduled (it still waits for this one in its own wait_previous_kernel). */
+__device__ __forceinline__ void wait_previous_kernel()
+{
+#if __CUDA_ARCH__ >= 900
+    cudaGridDependencySynchronize();
+#endif
+}
+
+__device__ __forceinline__ void allow_next_kernel()
+{
+#if __CUDA_ARCH__ >= 900
+    cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+
 /* v (0 <= v < 2^52) as a double, exactly, with one addition instead of a conversion (a quarter-rate op). */
 __device__ __forceinline__ double exact_f64(long long v)
 {
     return __hiloint2double(0x43300000 | (int)(v >> 32), (int)(unsigned)v) - 4503599627370496.0;
 }
 
-template <int C>
-__global__ void __launch_bounds__(kThreads) coef_tile_kernel(in_t in, mk_guided_plan_t pl, int chunks,
-                                                             float *__restrict__ ab)
+__device__ __forceinline__ double exact_f64(unsigned v)
 {
-    constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, GP0 = NM - C; /* channels GP0.. are guide-times-source */
-    extern __shared__ __align__(16) unsigned char smem[];
-    const int r = pl.r, SW = tile_sw(r), VP = tile_vp(r), n_st = SW * tile_sh(r), tid = threadIdx.x;
-    const int n_items = SW * groups<C>::n;
-    unsigned *sg = (unsigned *)smem;
-    unsigned short *sp = (unsigned short *)(sg + n_st);
-    int *V = (int *)(smem + coef_off_v(r));
-    long long *S64 = (long long *)(smem + coef_off_s64(C, r));
-    const int x0 = blockIdx.x * kTW;
-    int acc[kMaxItems][4];
+    return __hiloint2double(0x43300000, (int)v) - 4503599627370496.0;
+}
 
-    for (int k = 0; k < chunks; k++) {
-        const int cy0 = (blockIdx.y * chunks + k) * kTH;
-        if (cy0 >= pl.hl)
-            break;
-        /* Staged row j is working row cy0 - r - 1 + j. */
-        for (int i = tid; i < n_st; i += kThreads) {
-            int ty = i / SW, tx = i - ty * SW;
-            int xl = mk_px_reflect(x0 - r + tx, pl.wl), yl = mk_px_reflect(cy0 - r - 1 + ty, pl.hl);
-            int g[3] = {0, 0, 0};
-            mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, pl.s, xl, yl, g);
-            sg[i] = C == 3 ? (unsigned)(g[0] | g[1] << 8 | g[2] << 16) : (unsigned)g[0];
-            sp[i] = (unsigned short)mk_px_src_q((const char *)in.src + (size_t)yl * in.spitch, in.src_f32, xl);
-        }
-        __syncthreads();
+/* ---- the strip kernels ---------------------------------------------------------------------------------- */
 
-        /* Column sums over 2r+1 rows for the chunk's rows: one walker per (column, moment group), its sums kept
-         * from the previous chunk (the first chunk starts with a full window). */
+/* A warp's strip: working columns x0 - r .. x0 - r + 127 (reflected at the image edges), output columns
+ * x0 .. x0 + 127 - 2r (those inside the image), rows y0 .. y1 - 1. The warps of a block take neighbouring strips
+ * of one band of rows. */
+struct strip_t {
+    int x0, y0, y1;
+};
+
+__device__ __forceinline__ bool strip_of(const mk_guided_plan_t &pl, int band_rows, strip_t &st)
+{
+    const int outs = kStripCols - 2 * pl.r, strips = (pl.wl + outs - 1) / outs;
+    const int w = (int)blockIdx.x * kStripWarps + (int)threadIdx.x / kWarp, band = w / strips;
+    st.x0 = (w - band * strips) * outs;
+    st.y0 = band * band_rows;
+    st.y1 = min(st.y0 + band_rows, pl.hl);
+    return st.y0 < pl.hl;
+}
+
+/* Inclusive prefix sum of v over the lanes of the warp. */
+template <typename T> __device__ __forceinline__ T warp_prefix(T v, int lane)
+{
 #pragma unroll
-        for (int it = 0; it < kMaxItems; it++) {
-            int item = tid + it * kThreads;
-            if (item >= n_items)
-                break;
-            int grp = item / SW, col = item - grp * SW, nv = groups<C>::nv(grp), v[4], u[4];
-            if (k == 0) {
-                acc[it][0] = acc[it][1] = acc[it][2] = acc[it][3] = 0;
-                for (int j = 1; j <= 2 * r + 1; j++) {
-                    groups<C>::vals(grp, sg[j * SW + col], sp[j * SW + col], v);
+    for (int d = 1; d < kWarp; d <<= 1) {
+        T t = __shfl_up_sync(kFull, v, d);
+        if (lane >= d)
+            v += t;
+    }
+    return v;
+}
+
+/* Window sums of 2r + 1 columns along a strip: lane L holds the values c[0..3] of columns 4L..4L+3, and out[j]
+ * becomes the sum over columns 4L+j .. 4L+j+2r, valid where 4L + j + 2r < 128. With P the prefix sums along the
+ * strip, out[j] = P(4L+j+2r) - P(4L+j-1); the first term comes from lane L + (j+2r)/4, element (j+2r) % 4. */
+template <typename T> __device__ __forceinline__ void strip_box(const T c[kLaneCols], int r, int lane, T out[kLaneCols])
+{
+    const T p0 = c[0], p1 = p0 + c[1], p2 = p1 + c[2], p3 = p2 + c[3];
+    const T left = warp_prefix(p3, lane) - p3; /* the columns of the lanes before this one */
+    const T P0 = left + p0, P1 = left + p1, P2 = left + p2, P3 = left + p3;
+    const int d = r >> 1;
+    T hi0, hi1, hi2, hi3;
+    if (r & 1) { /* 2r = 4d + 2 */
+        hi0 = __shfl_down_sync(kFull, P2, d);
+        hi1 = __shfl_down_sync(kFull, P3, d);
+        hi2 = __shfl_down_sync(kFull, P0, d + 1);
+        hi3 = __shfl_down_sync(kFull, P1, d + 1);
+    } else { /* 2r = 4d */
+        hi0 = __shfl_down_sync(kFull, P0, d);
+        hi1 = __shfl_down_sync(kFull, P1, d);
+        hi2 = __shfl_down_sync(kFull, P2, d);
+        hi3 = __shfl_down_sync(kFull, P3, d);
+    }
+    out[0] = hi0 - left;
+    out[1] = hi1 - P0;
+    out[2] = hi2 - P1;
+    out[3] = hi3 - P2;
+}
+
+/* The lane's columns of working row y: guide levels g and source fixed point pq, every load issued before any value
+ * is used (no branch depends on a loaded value). REDUCED: the guide is the reduced one (s > 1). */
+template <int C, bool REDUCED> struct row_px {
+    int g[kLaneCols][3], pq[kLaneCols];
+
+    __device__ __forceinline__ void fetch(const in_t &in, const mk_guided_plan_t &pl, const int col[kLaneCols], int y)
+    {
+        if constexpr (REDUCED) {
+            const unsigned *grow = in.rguide + (size_t)y * pl.wl;
 #pragma unroll
-                    for (int q = 0; q < 4; q++)
-                        acc[it][q] += v[q];
-                }
-            } else {
-                groups<C>::vals(grp, sg[(2 * r + 1) * SW + col], sp[(2 * r + 1) * SW + col], v);
-                groups<C>::vals(grp, sg[col], sp[col], u);
+            for (int j = 0; j < kLaneCols; j++) {
+                const unsigned u = __ldg(grow + col[j]);
 #pragma unroll
-                for (int q = 0; q < 4; q++)
-                    acc[it][q] += v[q] - u[q];
+                for (int c = 0; c < C; c++)
+                    g[j][c] = (int)((u >> (8 * c)) & 255u);
             }
-            for (int t = 0; t < kTH; t++) {
+        } else {
+            const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
 #pragma unroll
-                for (int q = 0; q < 4; q++)
-                    if (q < nv)
-                        V[(groups<C>::ch(grp, q) * kTH + t) * VP + col] = acc[it][q];
-                if (t + 1 == kTH)
-                    break;
-                int in_ = (t + 2 * r + 2) * SW + col, out_ = (t + 1) * SW + col;
-                groups<C>::vals(grp, sg[in_], sp[in_], v);
-                groups<C>::vals(grp, sg[out_], sp[out_], u);
+            for (int j = 0; j < kLaneCols; j++)
 #pragma unroll
-                for (int q = 0; q < 4; q++)
-                    acc[it][q] += v[q] - u[q];
+                for (int c = 0; c < C; c++)
+                    g[j][c] = __ldg(grow + col[j] * C + c);
+        }
+        const char *srow = (const char *)in.src + (size_t)y * in.spitch;
+        if (in.src_f32) {
+            float v[kLaneCols];
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                v[j] = __ldg((const float *)srow + col[j]);
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                pq[j] = mk_px_src_q_f32(v[j]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                pq[j] = __ldg((const uint8_t *)srow + col[j]) * 257;
+        }
+    }
+
+    /* v += SIGN x the moments of column j, in the order of mk_px_moments (int32: each at most 255 * 65535); the
+     * sign goes on one factor, so that each product is one multiply-add. */
+    template <int SIGN> __device__ __forceinline__ void add_moments(int j, int v[MK_GUIDED_NM(C)]) const
+    {
+        int sg[3], k = 0;
+#pragma unroll
+        for (int i = 0; i < C; i++)
+            sg[i] = SIGN * g[j][i];
+#pragma unroll
+        for (int i = 0; i < C; i++)
+            v[k++] += sg[i];
+#pragma unroll
+        for (int i = 0; i < C; i++)
+#pragma unroll
+            for (int l = i; l < C; l++)
+                v[k++] += sg[i] * g[j][l];
+        v[k++] += SIGN * pq[j];
+#pragma unroll
+        for (int i = 0; i < C; i++)
+            v[k++] += sg[i] * pq[j];
+    }
+};
+
+template <int C, bool REDUCED>
+__global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
+                                                                float *__restrict__ ab)
+{
+    constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, N32 = NM - C; /* moments N32.. are guide-times-source */
+    wait_previous_kernel(); /* s > 1: reduce_kernel's output */
+    allow_next_kernel();
+    strip_t st;
+    if (!strip_of(pl, band_rows, st))
+        return;
+    const int lane = (int)threadIdx.x % kWarp, r = pl.r, outs = kStripCols - 2 * r;
+    mk_guided_plan_t pc = pl; /* C known at compile time: the solve's branches fold */
+    pc.C = C;
+    int col[kLaneCols], v[kLaneCols][NM]; /* v: sums over rows y - r .. y + r of column col[j] */
+#pragma unroll
+    for (int j = 0; j < kLaneCols; j++) {
+        col[j] = mk_px_reflect(st.x0 - r + kLaneCols * lane + j, pl.wl);
+#pragma unroll
+        for (int k = 0; k < NM; k++)
+            v[j][k] = 0;
+    }
+#pragma unroll 2
+    for (int i = -r; i <= r; i++) {
+        row_px<C, REDUCED> p;
+        p.fetch(in, pl, col, mk_px_reflect(st.y0 + i, pl.hl));
+#pragma unroll
+        for (int j = 0; j < kLaneCols; j++)
+            p.template add_moments<1>(j, v[j]);
+    }
+    for (int y = st.y0; y < st.y1; y++) {
+        if (y > st.y0) {
+            row_px<C, REDUCED> enter, leave;
+            enter.fetch(in, pl, col, mk_px_reflect(y + r, pl.hl));
+            leave.fetch(in, pl, col, mk_px_reflect(y - r - 1, pl.hl));
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++) {
+                enter.template add_moments<1>(j, v[j]);
+                leave.template add_moments<-1>(j, v[j]);
             }
         }
-        __syncthreads();
-
-        /* Row sums over 2r+1 column sums for the kTW output columns: one thread per (moment, row); in place,
-         * except the guide-times-source sums, which outgrow int32. */
-        for (int item = tid; item < NM * kTH; item += kThreads) {
-            int ch = item / kTH, t = item - ch * kTH;
-            int *row = V + (ch * kTH + t) * VP;
-            long long sum = 0;
-            for (int j = 0; j <= 2 * r; j++)
-                sum += row[j];
-            long long *o = ch >= GP0 ? S64 + ((ch - GP0) * kTH + t) * (kTW + 1) : nullptr;
-            for (int x = 0; x < kTW; x++) {
-                int leave = row[x];
-                if (o)
-                    o[x] = sum;
-                else
-                    row[x] = (int)sum;
-                if (x + 1 < kTW)
-                    sum += row[x + 2 * r + 1] - leave;
-            }
+        int s32[N32][kLaneCols];
+        long long s64[C][kLaneCols];
+#pragma unroll
+        for (int k = 0; k < N32; k++) {
+            const int c[kLaneCols] = {v[0][k], v[1][k], v[2][k], v[3][k]};
+            strip_box(c, r, lane, s32[k]);
         }
-        __syncthreads();
-
-        for (int item = tid; item < kTW * kTH; item += kThreads) {
-            int t = item / kTW, x = item - t * kTW, gx = x0 + x, gy = cy0 + t;
-            if (gx >= pl.wl || gy >= pl.hl)
+#pragma unroll
+        for (int k = 0; k < C; k++) {
+            const long long c[kLaneCols] = {v[0][N32 + k], v[1][N32 + k], v[2][N32 + k], v[3][N32 + k]};
+            strip_box(c, r, lane, s64[k]);
+        }
+#pragma unroll
+        for (int j = 0; j < kLaneCols; j++) {
+            const int o = kLaneCols * lane + j, x = st.x0 + o;
+            if (o >= outs || x >= pl.wl)
                 continue;
             double S[NM];
 #pragma unroll
-            for (int ch = 0; ch < NM; ch++)
-                S[ch] = exact_f64(ch >= GP0 ? S64[((ch - GP0) * kTH + t) * (kTW + 1) + x] : V[(ch * kTH + t) * VP + x]);
-            float o[NC];
-            mk_px_guided_solve(&pl, S, o, o + C);
-            store_coef<C>(ab + ((size_t)gy * pl.wl + gx) * NC, o);
+            for (int k = 0; k < N32; k++)
+                S[k] = exact_f64((unsigned)s32[k][j]);
+#pragma unroll
+            for (int k = 0; k < C; k++)
+                S[N32 + k] = exact_f64(s64[k][j]);
+            float a[NC];
+            mk_px_guided_solve(&pc, S, a, a + C);
+            store_coef<C>(ab + ((size_t)y * pl.wl + x) * NC, a);
         }
-        __syncthreads();
     }
 }
 
-/* ---- coefficient means, application: the tile path ------------------------------------------------------ */
-
 /* MODE 0 (s = 1): q and its mask product at each pixel; MODE 1 (s > 1): the coefficient means. */
 template <int C, int MODE>
-__global__ void __launch_bounds__(kThreads) final_tile_kernel(in_t in, mk_guided_plan_t pl, int chunks,
+__global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
                                                               const float *__restrict__ ab, mk_mask_out_t out,
                                                               float *__restrict__ means)
 {
     constexpr int NC = C + 1;
-    extern __shared__ __align__(16) unsigned char smem[];
-    const int r = pl.r, SW = tile_sw(r), VP = tile_vp(r), n_st = SW * tile_sh(r), tid = threadIdx.x;
-    const int n_items = SW * NC;
-    float *sab = (float *)smem;
-    double *V = (double *)(smem + final_off_v(C, r));
-    const int x0 = blockIdx.x * kTW;
-    double acc[kMaxItems];
-    mk_guided_plan_t pc = pl; /* C known at compile time: the per-channel loops unroll into registers */
+    wait_previous_kernel(); /* coef_kernel's a and b */
+    allow_next_kernel();
+    strip_t st;
+    if (!strip_of(pl, band_rows, st))
+        return;
+    const int lane = (int)threadIdx.x % kWarp, r = pl.r, outs = kStripCols - 2 * r;
+    mk_guided_plan_t pc = pl;
     pc.C = C;
-
-    for (int k = 0; k < chunks; k++) {
-        const int cy0 = (blockIdx.y * chunks + k) * kTH;
-        if (cy0 >= pl.hl)
-            break;
-        for (int i = tid; i < n_st; i += kThreads) {
-            int ty = i / SW, tx = i - ty * SW;
-            int xl = mk_px_reflect(x0 - r + tx, pl.wl), yl = mk_px_reflect(cy0 - r - 1 + ty, pl.hl);
-            float v[NC];
-            load_coef<C>(ab + ((size_t)yl * pl.wl + xl) * NC, v);
+    int col[kLaneCols];
+    double v[kLaneCols][NC]; /* sums over rows y - r .. y + r of a_0..a_{C-1}, b at column col[j] */
+#pragma unroll
+    for (int j = 0; j < kLaneCols; j++) {
+        col[j] = mk_px_reflect(st.x0 - r + kLaneCols * lane + j, pl.wl);
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            v[j][c] = 0.0;
+    }
+#pragma unroll 2
+    for (int i = -r; i <= r; i++) {
+        const float *row = ab + (size_t)mk_px_reflect(st.y0 + i, pl.hl) * pl.wl * NC;
+#pragma unroll
+        for (int j = 0; j < kLaneCols; j++) {
+            float a[NC];
+            load_coef<C>(row + (size_t)col[j] * NC, a);
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                sab[c * n_st + i] = v[c];
+                v[j][c] += (double)a[c];
         }
-        __syncthreads();
-
+    }
+    for (int y = st.y0; y < st.y1; y++) {
+        if (y > st.y0) {
+            const float *re = ab + (size_t)mk_px_reflect(y + r, pl.hl) * pl.wl * NC;
+            const float *rl = ab + (size_t)mk_px_reflect(y - r - 1, pl.hl) * pl.wl * NC;
 #pragma unroll
-        for (int it = 0; it < kMaxItems; it++) {
-            int item = tid + it * kThreads;
-            if (item >= n_items)
-                break;
-            int c = item / SW, col = item - c * SW;
-            const float *v = sab + c * n_st + col;
-            if (k == 0) {
-                acc[it] = 0;
-                for (int j = 1; j <= 2 * r + 1; j++)
-                    acc[it] += (double)v[j * SW];
-            } else {
-                acc[it] += (double)v[(2 * r + 1) * SW] - (double)v[0];
-            }
-            for (int t = 0; t < kTH; t++) {
-                V[(c * kTH + t) * VP + col] = acc[it];
-                if (t + 1 < kTH)
-                    acc[it] += (double)v[(t + 2 * r + 2) * SW] - (double)v[(t + 1) * SW];
+            for (int j = 0; j < kLaneCols; j++) {
+                float e[NC], l[NC];
+                load_coef<C>(re + (size_t)col[j] * NC, e);
+                load_coef<C>(rl + (size_t)col[j] * NC, l);
+#pragma unroll
+                for (int c = 0; c < NC; c++)
+                    v[j][c] += (double)e[c] - (double)l[c];
             }
         }
-        __syncthreads();
-
-        for (int item = tid; item < NC * kTH; item += kThreads) {
-            int c = item / kTH, t = item - c * kTH;
-            double *row = V + (c * kTH + t) * VP, sum = 0;
-            for (int j = 0; j <= 2 * r; j++)
-                sum += row[j];
-            for (int x = 0; x < kTW; x++) {
-                double leave = row[x];
-                row[x] = sum;
-                if (x + 1 < kTW)
-                    sum += row[x + 2 * r + 1] - leave;
-            }
+        double s[NC][kLaneCols];
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const double cs[kLaneCols] = {v[0][c], v[1][c], v[2][c], v[3][c]};
+            strip_box(cs, r, lane, s[c]);
         }
-        __syncthreads();
-
-        for (int item = tid; item < kTW * kTH; item += kThreads) {
-            int t = item / kTW, x = item - t * kTW, gx = x0 + x, gy = cy0 + t;
-            if (gx >= pl.wl || gy >= pl.hl)
+#pragma unroll
+        for (int j = 0; j < kLaneCols; j++) {
+            const int o = kLaneCols * lane + j, x = st.x0 + o;
+            if (o >= outs || x >= pl.wl)
                 continue;
             double A[3] = {0, 0, 0};
 #pragma unroll
             for (int c = 0; c < C; c++)
-                A[c] = V[(c * kTH + t) * VP + x];
-            double B = V[(C * kTH + t) * VP + x];
+                A[c] = s[c][j];
             if constexpr (MODE == 0) {
                 int g[3];
-                mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, gx, gy, g);
-                mk_mask_out_put(out, gx, gy, mk_px_guided_apply(&pc, A, B, g));
+                mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, x, y, g);
+                mk_mask_out_put(out, x, y, mk_px_guided_apply(&pc, A, s[C][j], g));
             } else {
                 float m[NC];
-                mk_px_guided_means(&pc, A, B, m);
-                store_coef<C>(means + ((size_t)gy * pl.wl + gx) * NC, m);
+                mk_px_guided_means(&pc, A, s[C][j], m);
+                store_coef<C>(means + ((size_t)y * pl.wl + x) * NC, m);
             }
         }
-        __syncthreads();
     }
 }
 
-/* ---- the full-resolution pass of the fast filter, and clearing ------------------------------------------ */
+/* ---- the fast filter's reduced guide and full-resolution pass ------------------------------------------- */
 
+/* The guide reduced by s x s block averages as mk_px_guide_at computes them, one thread per reduced pixel. */
+template <int C> __global__ void reduce_kernel(in_t in, mk_guided_plan_t pl, unsigned *__restrict__ rg)
+{
+    const int x = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)(blockIdx.y * blockDim.y + threadIdx.y);
+    allow_next_kernel();
+    if (x >= pl.wl || y >= pl.hl)
+        return;
+    const int xa = x * pl.s, ya = y * pl.s, xb = min(xa + pl.s, pl.w), yb = min(ya + pl.s, pl.h), n = (xb - xa) * C;
+    int sum[3] = {0, 0, 0};
+#pragma unroll 2
+    for (int yy = ya; yy < yb; yy++) {
+        const uint8_t *p = in.guide + (size_t)yy * in.gpitch + (size_t)xa * C;
+#pragma unroll 4
+        for (int k = 0; k < n; k += C)
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                sum[c] += __ldg(p + k + c);
+    }
+    const int cnt = (xb - xa) * (yb - ya);
+    unsigned u = 0;
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        u |= (unsigned)((2 * sum[c] + cnt) / (2 * cnt)) << (8 * c);
+    rg[(size_t)y * pl.wl + x] = u;
+}
+
+/* Over the whole output (dw x dh): a block is kUpThreads output columns by kUpRows rows, a thread one column. The
+ * rows' interpolation coordinates are computed once per block. */
 template <int C>
-__global__ void up_apply_kernel(in_t in, mk_guided_plan_t pl, const float *__restrict__ means, mk_mask_out_t out)
+__global__ void __launch_bounds__(kUpThreads) up_kernel(in_t in, mk_guided_plan_t pl, const float *__restrict__ means,
+                                                        mk_mask_out_t out)
 {
     constexpr int NC = C + 1;
-    int dx = blockIdx.x * blockDim.x + threadIdx.x, dy = blockIdx.y * blockDim.y + threadIdx.y;
-    if (dx >= out.dw || dy >= out.dh)
-        return;
-    if (mk_mask_out_outside(out, dx, dy)) {
-        mk_mask_out_zero(out, dx, dy);
-        return;
+    __shared__ int sj0[kUpRows], sj1[kUpRows];
+    __shared__ float sfy[kUpRows];
+    const int t0 = (int)threadIdx.x, dx = (int)blockIdx.x * kUpThreads + t0, dy0 = (int)blockIdx.y * kUpRows;
+    wait_previous_kernel(); /* final_kernel's means */
+    if (t0 < kUpRows) {
+        const int y = dy0 + t0 - out.y;
+        if (y >= 0 && y < pl.h)
+            mk_px_up_coord(y, pl.s, pl.hl, &sj0[t0], &sj1[t0], &sfy[t0]);
     }
-    int x = dx - out.x, y = dy - out.y, i0, i1, j0, j1, g[3];
-    float fx, fy, m00[NC], m01[NC], m10[NC], m11[NC];
-    mk_px_up_coord(x, pl.s, pl.wl, &i0, &i1, &fx);
-    mk_px_up_coord(y, pl.s, pl.hl, &j0, &j1, &fy);
-    const float *r0 = means + (size_t)j0 * pl.wl * NC, *r1 = means + (size_t)j1 * pl.wl * NC;
-    load_coef<C>(r0 + i0 * NC, m00);
-    load_coef<C>(r0 + i1 * NC, m01);
-    load_coef<C>(r1 + i0 * NC, m10);
-    load_coef<C>(r1 + i1 * NC, m11);
-    mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, x, y, g);
-    mk_mask_out_put(out, x, y, mk_px_guided_up(C, m00, m01, m10, m11, fx, fy, g));
+    __syncthreads();
+    if (dx >= out.dw)
+        return;
+    const int x = dx - out.x;
+    const bool in_x = x >= 0 && x < pl.w;
+    int i0 = 0, i1 = 0;
+    float fx = 0.0f;
+    if (in_x)
+        mk_px_up_coord(x, pl.s, pl.wl, &i0, &i1, &fx);
+    for (int t = 0; t < kUpRows; t++) {
+        const int dy = dy0 + t, y = dy - out.y;
+        if (dy >= out.dh)
+            break;
+        if (!in_x || y < 0 || y >= pl.h) {
+            mk_mask_out_zero(out, dx, dy);
+            continue;
+        }
+        const float *r0 = means + (size_t)sj0[t] * pl.wl * NC, *r1 = means + (size_t)sj1[t] * pl.wl * NC;
+        float m00[NC], m01[NC], m10[NC], m11[NC];
+        int g[3];
+        load_coef<C>(r0 + (size_t)i0 * NC, m00);
+        load_coef<C>(r0 + (size_t)i1 * NC, m01);
+        load_coef<C>(r1 + (size_t)i0 * NC, m10);
+        load_coef<C>(r1 + (size_t)i1 * NC, m11);
+        mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, x, y, g);
+        mk_mask_out_put(out, x, y, mk_px_guided_up(C, m00, m01, m10, m11, fx, sfy[t], g));
+    }
 }
 
 __global__ void clear_outside_kernel(mk_mask_out_t out)
@@ -519,52 +579,64 @@ __global__ void final_sat_kernel(in_t in, mk_guided_plan_t pl, const double *__r
 
 /* ---- host side ------------------------------------------------------------------------------------------- */
 
-/* Opts a kernel into the dynamic shared memory of the largest radius once per device. */
-template <typename K> int allow_smem(mk_ctx_t *ctx, K kernel, size_t bytes, int *done)
-{
-    int d = ctx->device >= 0 && ctx->device < kMaxDevices ? ctx->device : -1;
-    if (bytes <= 48 * 1024 || (d >= 0 && __atomic_load_n(&done[d], __ATOMIC_ACQUIRE)))
-        return 0;
-    int rc = MK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    if (!rc && d >= 0)
-        __atomic_store_n(&done[d], 1, __ATOMIC_RELEASE);
-    return rc;
-}
-
 dim3 grid2d(int w, int h, dim3 block)
 {
     return dim3((unsigned)(w + (int)block.x - 1) / block.x, (unsigned)(h + (int)block.y - 1) / block.y);
 }
 
-/* Chunks per block: as many as keep about three blocks per SM busy (fewer warm-ups), at most kMaxChunks. */
-int tile_chunks(const mk_ctx_t *ctx, const mk_guided_plan_t &pl)
+/* A kernel that reads what the previous kernel on the stream wrote, as a programmatic dependent launch (the kernel
+ * calls wait_previous_kernel() before any memory access). */
+template <typename... P, typename... A>
+int launch_after(cudaStream_t s, dim3 grid, dim3 block, void (*kernel)(P...), A... args)
 {
-    long tiles = (long)((pl.wl + kTW - 1) / kTW) * ((pl.hl + kTH - 1) / kTH);
-    long c = tiles / (3L * (ctx->sm_count > 0 ? ctx->sm_count : 1));
-    return c < 1 ? 1 : c > kMaxChunks ? kMaxChunks : (int)c;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.stream = s;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return MK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
+/* Rows per band of the strip kernels (and their block count): bands enough that about kBandWarpsPerSm warps per
+ * SM have a strip. */
+int band_rows(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, unsigned *blocks)
+{
+    const long outs = kStripCols - 2 * pl.r, strips = (pl.wl + outs - 1) / outs;
+    const long want = (long)kBandWarpsPerSm * (ctx->sm_count > 0 ? ctx->sm_count : 1);
+    long rows = (strips * pl.hl + want - 1) / want;
+    rows = rows < 1 ? 1 : rows;
+    const long bands = (pl.hl + rows - 1) / rows;
+    *blocks = (unsigned)((strips * bands + kStripWarps - 1) / kStripWarps);
+    return (int)rows;
 }
 
 template <int C>
-int tile_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, float *means,
-              const mk_mask_out_t &out)
+int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, float *means, unsigned *rg,
+               const mk_mask_out_t &out)
 {
-    static int coef_done[kMaxDevices], apply_done[kMaxDevices], means_done[kMaxDevices];
     cudaStream_t s = MK_STREAM(ctx);
-    int rc, chunks = tile_chunks(ctx, pl);
-    if ((rc = allow_smem(ctx, coef_tile_kernel<C>, coef_smem(C, kRMax), coef_done)) ||
-        (rc = allow_smem(ctx, final_tile_kernel<C, 0>, final_smem(C, kRMax), apply_done)) ||
-        (rc = allow_smem(ctx, final_tile_kernel<C, 1>, final_smem(C, kRMax), means_done)))
-        return rc;
-    dim3 grid((unsigned)(pl.wl + kTW - 1) / kTW, (unsigned)(pl.hl + kTH * chunks - 1) / (kTH * chunks));
-    coef_tile_kernel<C><<<grid, kThreads, coef_smem(C, pl.r), s>>>(in, pl, chunks, ab);
-    if ((rc = MK_CUDA_LAUNCH_CHECK(coef_tile_kernel)))
-        return rc;
+    unsigned blocks;
+    const int rows = band_rows(ctx, pl, &blocks);
+    int rc;
     if (pl.s == 1) {
-        final_tile_kernel<C, 0><<<grid, kThreads, final_smem(C, pl.r), s>>>(in, pl, chunks, ab, out, nullptr);
-        return MK_CUDA_LAUNCH_CHECK(final_tile_kernel);
+        coef_kernel<C, false><<<blocks, kStripThreads, 0, s>>>(in, pl, rows, ab);
+        if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
+            return rc;
+        return launch_after(s, blocks, kStripThreads, final_kernel<C, 0>, in, pl, rows, (const float *)ab, out,
+                            (float *)nullptr);
     }
-    final_tile_kernel<C, 1><<<grid, kThreads, final_smem(C, pl.r), s>>>(in, pl, chunks, ab, out, means);
-    return MK_CUDA_LAUNCH_CHECK(final_tile_kernel);
+    dim3 block(32, 8);
+    in_t work = in;
+    work.rguide = rg;
+    reduce_kernel<C><<<grid2d(pl.wl, pl.hl, block), block, 0, s>>>(in, pl, rg);
+    if ((rc = MK_CUDA_LAUNCH_CHECK(reduce_kernel)) ||
+        (rc = launch_after(s, blocks, kStripThreads, coef_kernel<C, true>, work, pl, rows, ab)))
+        return rc;
+    return launch_after(s, blocks, kStripThreads, final_kernel<C, 1>, in, pl, rows, (const float *)ab, out, means);
 }
 
 template <int C>
@@ -603,29 +675,34 @@ template <int C>
 int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask_out_t &out)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1;
-    const bool tile = pl.r <= kRMax;
+    const bool strips = pl.r <= kRMax, fast = pl.s > 1;
     const size_t npx = (size_t)pl.wl * pl.hl, plane = ((size_t)pl.wl + 1) * ((size_t)pl.hl + 1);
     const size_t coef_bytes = align256(npx * NC * sizeof(float));
-    const size_t off_means = coef_bytes, off_sat = off_means + (pl.s > 1 ? coef_bytes : 0);
-    const size_t off_sat2 = off_sat + (tile ? 0 : align256(NM * plane * sizeof(long long)));
-    const size_t total = off_sat2 + (tile ? 0 : NC * plane * sizeof(double));
+    const size_t off_means = coef_bytes, off_more = off_means + (fast ? coef_bytes : 0);
+    /* then the reduced guide (strip kernels, s > 1) or the summed-area tables */
+    const size_t off_sat2 = off_more + (strips ? 0 : align256(NM * plane * sizeof(long long)));
+    const size_t total = strips ? off_more + (fast ? npx * sizeof(unsigned) : 0)
+                                : off_sat2 + NC * plane * sizeof(double);
     void *p;
     int rc = mk_ctx_scratch(ctx, MK_SCRATCH_GUIDED, total, &p, NULL);
     if (rc)
         return rc;
     char *base = (char *)p;
     float *ab = (float *)base, *means = (float *)(base + off_means);
-    rc = tile ? tile_path<C>(ctx, in, pl, ab, means, out)
-              : sat_path<C>(ctx, in, pl, ab, means, (long long *)(base + off_sat), (double *)(base + off_sat2), out);
+    rc = strips ? strip_path<C>(ctx, in, pl, ab, means, (unsigned *)(base + off_more), out)
+                : sat_path<C>(ctx, in, pl, ab, means, (long long *)(base + off_more), (double *)(base + off_sat2), out);
     if (rc)
         return rc;
-    dim3 block(32, 8), grid = grid2d(out.dw, out.dh, block);
-    if (pl.s > 1) {
-        up_apply_kernel<C><<<grid, block, 0, MK_STREAM(ctx)>>>(in, pl, means, out);
-        return MK_CUDA_LAUNCH_CHECK(up_apply_kernel);
+    if (fast) {
+        dim3 grid((unsigned)(out.dw + kUpThreads - 1) / kUpThreads, (unsigned)(out.dh + kUpRows - 1) / kUpRows);
+        if (strips)
+            return launch_after(MK_STREAM(ctx), grid, kUpThreads, up_kernel<C>, in, pl, (const float *)means, out);
+        up_kernel<C><<<grid, kUpThreads, 0, MK_STREAM(ctx)>>>(in, pl, means, out);
+        return MK_CUDA_LAUNCH_CHECK(up_kernel);
     }
     if (mk_mask_out_partial(&out)) {
-        clear_outside_kernel<<<grid, block, 0, MK_STREAM(ctx)>>>(out);
+        dim3 block(32, 8);
+        clear_outside_kernel<<<grid2d(out.dw, out.dh, block), block, 0, MK_STREAM(ctx)>>>(out);
         return MK_CUDA_LAUNCH_CHECK(clear_outside_kernel);
     }
     return 0;
@@ -636,7 +713,7 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
 extern "C" int mk_guided_upsample_cuda(mk_ctx_t *ctx, const mk_image_t *guide, const mk_image_t *mask,
                                        mk_image_t *dst, const mk_guided_plan_t *pl, const mk_mask_t *m)
 {
-    in_t in = {(const uint8_t *)guide->data, guide->pitch, mask->data, mask->pitch, mask->dtype == MK_F32};
+    in_t in = {(const uint8_t *)guide->data, guide->pitch, nullptr, mask->data, mask->pitch, mask->dtype == MK_F32};
     mk_mask_out_t out = mk_mask_out(dst, m, pl->w, pl->h);
     return pl->C == 3 ? run<3>(ctx, in, *pl, out) : run<1>(ctx, in, *pl, out);
 }
