@@ -32,7 +32,8 @@ MK_PR_FN int mk_pr_ntiles(int n, int o)
     return (n + mk_pr_offset(o) + MK_PR_TILE - 1) / MK_PR_TILE;
 }
 
-/* The tile column (or row) of tiling o holding coordinate v; -1 for v = -1 (a pixel just outside the grid). */
+/* The tile column (or row) of tiling o holding coordinate v (floor division; v >= -MK_PR_TILE - offset, which
+ * covers the ring of every tile). */
 MK_PR_FN int mk_pr_tile_of(int v, int o)
 {
     return (v + mk_pr_offset(o) + MK_PR_TILE) / MK_PR_TILE - 1;
