@@ -383,7 +383,9 @@ static void nlinks_case(const mk_image_t *img, double gamma, double scale, const
     assert_int_equal(arr.pitch, pitch * 4);
     TU_OK(mk_gc_nlinks_cuda(gpu, &dimg, gamma, scale, de, pitch, &beta_gpu));
     mk_image_t host = tu_to_host(gpu, &arr);
-    memcpy(got, host.data, 4 * cells * sizeof *got);
+    /* the host copy has its own row pitch: copy row by row */
+    for (int r = 0; r < 4 * h; r++)
+        memcpy(got + (size_t)r * pitch, mk_image_row(&host, 0, r), pitch * sizeof *got);
     if (memcmp(&beta_cpu, &beta_gpu, sizeof beta_cpu))
         fail_msg("%s: beta CPU %.17g, CUDA %.17g", what, beta_cpu, beta_gpu);
     for (int d = 0; d < 4; d++)
@@ -463,7 +465,7 @@ static void tlinks_case(const mk_image_t *img, const mk_image_t *learn_mask, con
     long diff = 0;
     for (int y = 0; y < h; y++)
         for (int x = 0; x < (int)pitch; x++) {
-            int32_t got = ((const int32_t *)host.data)[y * pitch + x];
+            int32_t got = ((const int32_t *)mk_image_row(&host, 0, y))[x];
             if (x >= w) {
                 if (got != 0x33333333)
                     fail_msg("%s: T-link array written at (%d,%d) past the width", what, x, y);
