@@ -27,17 +27,17 @@
 #include "guided_px.h"
 #include "mask_cuda.h"
 
+#include <atomic>
+
 namespace {
 
 const unsigned kFull = 0xffffffffu;
 const int kWarp = 32, kLaneCols = 4, kStripCols = kWarp * kLaneCols, kRMax = MK_GUIDED_TILE_RADIUS;
 const int kStripWarps = 4, kStripThreads = kStripWarps * kWarp;
-/* The strip kernels cut the rows into bands so that about this many warps per SM have work (a band's warm-up of
- * 2r + 1 rows is paid again for each band). */
-const int kBandWarpsPerSm = 12;
-const int kUpThreads = 128, kUpRows = 16;
+/* up_kernel: a block of kUpCols x kUpRows output pixels, a thread per pixel. */
+const int kUpCols = 64, kUpRows = 4;
 static_assert(kStripCols - 2 * kRMax >= kLaneCols, "a strip yields outputs at the largest tile radius");
-static_assert(kUpRows <= kUpThreads, "up_kernel fills its row table with one thread per row");
+static_assert(kUpRows >= 2 && kUpRows <= kUpCols, "up_kernel fills its row table from its second row of threads");
 /* Exact integers: vertical sums of 2r + 1 moments fit int32, and so do the horizontal prefix sums along a strip of
  * all moments but the guide-times-source ones (int64 from their first horizontal addition on). */
 static_assert(255LL * MK_GUIDED_Q * (2 * kRMax + 1) < (1LL << 31), "column sums of g p overflow int32");
@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
         for (int k = 0; k < NM; k++)
             v[j][k] = 0;
     }
-#pragma unroll 2
+#pragma unroll 4
     for (int i = -r; i <= r; i++) {
         row_px<C, REDUCED> p;
         p.fetch(in, pl, col, mk_px_reflect(st.y0 + i, pl.hl));
@@ -277,11 +277,11 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
             const long long c[kLaneCols] = {v[0][N32 + k], v[1][N32 + k], v[2][N32 + k], v[3][N32 + k]};
             strip_box(c, r, lane, s64[k]);
         }
+        /* Every lane solves its four columns, also those past the strip's outputs (partial windows, dropped at the
+         * store): the four solves then carry no branch and are independent chains the scheduler can interleave. */
 #pragma unroll
         for (int j = 0; j < kLaneCols; j++) {
             const int o = kLaneCols * lane + j, x = st.x0 + o;
-            if (o >= outs || x >= pl.wl)
-                continue;
             double S[NM];
 #pragma unroll
             for (int k = 0; k < N32; k++)
@@ -291,7 +291,8 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
                 S[N32 + k] = exact_f64(s64[k][j]);
             float a[NC];
             mk_px_guided_solve(&pc, S, a, a + C);
-            store_coef<C>(ab + ((size_t)y * pl.wl + x) * NC, a);
+            if (o < outs && x < pl.wl)
+                store_coef<C>(ab + ((size_t)y * pl.wl + x) * NC, a);
         }
     }
 }
@@ -320,7 +321,7 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
         for (int c = 0; c < NC; c++)
             v[j][c] = 0.0;
     }
-#pragma unroll 2
+#pragma unroll 4
     for (int i = -r; i <= r; i++) {
         const float *row = ab + (size_t)mk_px_reflect(st.y0 + i, pl.hl) * pl.wl * NC;
 #pragma unroll
@@ -333,6 +334,19 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
         }
     }
     for (int y = st.y0; y < st.y1; y++) {
+        /* s = 1: the row's guide pixels, loaded with the coefficients (not after the sums) so that their latency
+         * overlaps; columns past the image read its last pixel and are not written. */
+        int g[kLaneCols][3];
+        if constexpr (MODE == 0) {
+            const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++) {
+                const int x = min(st.x0 + kLaneCols * lane + j, pl.w - 1);
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    g[j][c] = __ldg(grow + (size_t)x * C + c);
+            }
+        }
         if (y > st.y0) {
             const float *re = ab + (size_t)mk_px_reflect(y + r, pl.hl) * pl.wl * NC;
             const float *rl = ab + (size_t)mk_px_reflect(y - r - 1, pl.hl) * pl.wl * NC;
@@ -362,9 +376,7 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
             for (int c = 0; c < C; c++)
                 A[c] = s[c][j];
             if constexpr (MODE == 0) {
-                int g[3];
-                mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, x, y, g);
-                mk_mask_out_put(out, x, y, mk_px_guided_apply(&pc, A, s[C][j], g));
+                mk_mask_out_put(out, x, y, mk_px_guided_apply(&pc, A, s[C][j], g[j]));
             } else {
                 float m[NC];
                 mk_px_guided_means(&pc, A, s[C][j], m);
@@ -402,49 +414,42 @@ template <int C> __global__ void reduce_kernel(in_t in, mk_guided_plan_t pl, uns
     rg[(size_t)y * pl.wl + x] = u;
 }
 
-/* Over the whole output (dw x dh): a block is kUpThreads output columns by kUpRows rows, a thread one column. The
- * rows' interpolation coordinates are computed once per block. */
+/* Over the whole output (dw x dh), a thread per pixel: its four means and guide pixel are loaded at once (one
+ * round of memory latency), a warp's u8 or f32 stores are one row segment. The interpolation coordinates of the
+ * block's columns and rows are computed once per block, before the wait for final_kernel. */
 template <int C>
-__global__ void __launch_bounds__(kUpThreads) up_kernel(in_t in, mk_guided_plan_t pl, const float *__restrict__ means,
-                                                        mk_mask_out_t out)
+__global__ void __launch_bounds__(kUpCols *kUpRows) up_kernel(in_t in, mk_guided_plan_t pl,
+                                                              const float *__restrict__ means, mk_mask_out_t out)
 {
     constexpr int NC = C + 1;
-    __shared__ int sj0[kUpRows], sj1[kUpRows];
-    __shared__ float sfy[kUpRows];
-    const int t0 = (int)threadIdx.x, dx = (int)blockIdx.x * kUpThreads + t0, dy0 = (int)blockIdx.y * kUpRows;
-    wait_previous_kernel(); /* final_kernel's means */
-    if (t0 < kUpRows) {
-        const int y = dy0 + t0 - out.y;
-        if (y >= 0 && y < pl.h)
-            mk_px_up_coord(y, pl.s, pl.hl, &sj0[t0], &sj1[t0], &sfy[t0]);
-    }
+    __shared__ int si0[kUpCols], si1[kUpCols], sj0[kUpRows], sj1[kUpRows];
+    __shared__ float sfx[kUpCols], sfy[kUpRows];
+    const int tx = (int)threadIdx.x, ty = (int)threadIdx.y;
+    const int dx = (int)blockIdx.x * kUpCols + tx, dy = (int)blockIdx.y * kUpRows + ty;
+    const int x = dx - out.x, y = dy - out.y;
+    if (ty == 0) /* columns outside the rectangle get a clamped entry, never used */
+        mk_px_up_coord(mk_px_clamp(x, 0, pl.w - 1), pl.s, pl.wl, &si0[tx], &si1[tx], &sfx[tx]);
+    else if (ty == 1 && tx < kUpRows)
+        mk_px_up_coord(mk_px_clamp((int)blockIdx.y * kUpRows + tx - out.y, 0, pl.h - 1), pl.s, pl.hl, &sj0[tx],
+                       &sj1[tx], &sfy[tx]);
     __syncthreads();
-    if (dx >= out.dw)
+    wait_previous_kernel(); /* final_kernel's means */
+    if (dx >= out.dw || dy >= out.dh)
         return;
-    const int x = dx - out.x;
-    const bool in_x = x >= 0 && x < pl.w;
-    int i0 = 0, i1 = 0;
-    float fx = 0.0f;
-    if (in_x)
-        mk_px_up_coord(x, pl.s, pl.wl, &i0, &i1, &fx);
-    for (int t = 0; t < kUpRows; t++) {
-        const int dy = dy0 + t, y = dy - out.y;
-        if (dy >= out.dh)
-            break;
-        if (!in_x || y < 0 || y >= pl.h) {
-            mk_mask_out_zero(out, dx, dy);
-            continue;
-        }
-        const float *r0 = means + (size_t)sj0[t] * pl.wl * NC, *r1 = means + (size_t)sj1[t] * pl.wl * NC;
-        float m00[NC], m01[NC], m10[NC], m11[NC];
-        int g[3];
-        load_coef<C>(r0 + (size_t)i0 * NC, m00);
-        load_coef<C>(r0 + (size_t)i1 * NC, m01);
-        load_coef<C>(r1 + (size_t)i0 * NC, m10);
-        load_coef<C>(r1 + (size_t)i1 * NC, m11);
-        mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, x, y, g);
-        mk_mask_out_put(out, x, y, mk_px_guided_up(C, m00, m01, m10, m11, fx, sfy[t], g));
+    if (x < 0 || x >= pl.w || y < 0 || y >= pl.h) {
+        mk_mask_out_zero(out, dx, dy);
+        return;
     }
+    const float *r0 = means + (size_t)sj0[ty] * pl.wl * NC, *r1 = means + (size_t)sj1[ty] * pl.wl * NC;
+    const int i0 = si0[tx], i1 = si1[tx];
+    float m00[NC], m01[NC], m10[NC], m11[NC];
+    int g[3];
+    load_coef<C>(r0 + (size_t)i0 * NC, m00);
+    load_coef<C>(r0 + (size_t)i1 * NC, m01);
+    load_coef<C>(r1 + (size_t)i0 * NC, m10);
+    load_coef<C>(r1 + (size_t)i1 * NC, m11);
+    mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, x, y, g);
+    mk_mask_out_put(out, x, y, mk_px_guided_up(C, m00, m01, m10, m11, sfx[tx], sfy[ty], g));
 }
 
 __global__ void clear_outside_kernel(mk_mask_out_t out)
@@ -601,17 +606,45 @@ int launch_after(cudaStream_t s, dim3 grid, dim3 block, void (*kernel)(P...), A.
     return MK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
 
-/* Rows per band of the strip kernels (and their block count): bands enough that about kBandWarpsPerSm warps per
- * SM have a strip. */
-int band_rows(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, unsigned *blocks)
+/* Blocks of kStripThreads of kernel K resident on one SM (its registers decide), asked once per kernel: the
+ * kernels are built for one architecture per device generation, so the answer holds for every context. */
+template <auto K> int strip_blocks_per_sm(int *n)
 {
+    static std::atomic<int> cached{0};
+    int v = cached.load(std::memory_order_relaxed);
+    if (v == 0) {
+        int rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, K, kStripThreads, 0));
+        if (rc)
+            return rc;
+        v = v > 0 ? v : 1;
+        cached.store(v, std::memory_order_relaxed);
+    }
+    *n = v;
+    return 0;
+}
+
+/* A launch of a strip kernel: rows per band and blocks. */
+struct bands_t {
+    int rows;
+    unsigned blocks;
+};
+
+/* Bands for strip kernel K: as short as it takes for the strips to fill every SM with as many warps as can be
+ * resident (one wave; a band's warm-up of 2r + 1 rows is paid again for each band, but each warp walks its rows
+ * serially, so resident warps are what hides the latency of a row step). */
+template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, bands_t *b)
+{
+    int per_sm, rc = strip_blocks_per_sm<K>(&per_sm);
+    if (rc)
+        return rc;
     const long outs = kStripCols - 2 * pl.r, strips = (pl.wl + outs - 1) / outs;
-    const long want = (long)kBandWarpsPerSm * (ctx->sm_count > 0 ? ctx->sm_count : 1);
+    const long want = (long)per_sm * kStripWarps * (ctx->sm_count > 0 ? ctx->sm_count : 1);
     long rows = (strips * pl.hl + want - 1) / want;
     rows = rows < 1 ? 1 : rows;
     const long bands = (pl.hl + rows - 1) / rows;
-    *blocks = (unsigned)((strips * bands + kStripWarps - 1) / kStripWarps);
-    return (int)rows;
+    b->rows = (int)rows;
+    b->blocks = (unsigned)((strips * bands + kStripWarps - 1) / kStripWarps);
+    return 0;
 }
 
 template <int C>
@@ -619,24 +652,29 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
                const mk_mask_out_t &out)
 {
     cudaStream_t s = MK_STREAM(ctx);
-    unsigned blocks;
-    const int rows = band_rows(ctx, pl, &blocks);
+    bands_t bc, bf;
     int rc;
     if (pl.s == 1) {
-        coef_kernel<C, false><<<blocks, kStripThreads, 0, s>>>(in, pl, rows, ab);
+        if ((rc = strip_bands<coef_kernel<C, false>>(ctx, pl, &bc)) ||
+            (rc = strip_bands<final_kernel<C, 0>>(ctx, pl, &bf)))
+            return rc;
+        coef_kernel<C, false><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
         if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
             return rc;
-        return launch_after(s, blocks, kStripThreads, final_kernel<C, 0>, in, pl, rows, (const float *)ab, out,
+        return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0>, in, pl, bf.rows, (const float *)ab, out,
                             (float *)nullptr);
     }
+    if ((rc = strip_bands<coef_kernel<C, true>>(ctx, pl, &bc)) || (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf)))
+        return rc;
     dim3 block(32, 8);
     in_t work = in;
     work.rguide = rg;
     reduce_kernel<C><<<grid2d(pl.wl, pl.hl, block), block, 0, s>>>(in, pl, rg);
     if ((rc = MK_CUDA_LAUNCH_CHECK(reduce_kernel)) ||
-        (rc = launch_after(s, blocks, kStripThreads, coef_kernel<C, true>, work, pl, rows, ab)))
+        (rc = launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true>, work, pl, bc.rows, ab)))
         return rc;
-    return launch_after(s, blocks, kStripThreads, final_kernel<C, 1>, in, pl, rows, (const float *)ab, out, means);
+    return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 1>, in, pl, bf.rows, (const float *)ab, out,
+                        means);
 }
 
 template <int C>
@@ -694,10 +732,10 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
     if (rc)
         return rc;
     if (fast) {
-        dim3 grid((unsigned)(out.dw + kUpThreads - 1) / kUpThreads, (unsigned)(out.dh + kUpRows - 1) / kUpRows);
+        dim3 block(kUpCols, kUpRows), grid = grid2d(out.dw, out.dh, block);
         if (strips)
-            return launch_after(MK_STREAM(ctx), grid, kUpThreads, up_kernel<C>, in, pl, (const float *)means, out);
-        up_kernel<C><<<grid, kUpThreads, 0, MK_STREAM(ctx)>>>(in, pl, means, out);
+            return launch_after(MK_STREAM(ctx), grid, block, up_kernel<C>, in, pl, (const float *)means, out);
+        up_kernel<C><<<grid, block, 0, MK_STREAM(ctx)>>>(in, pl, means, out);
         return MK_CUDA_LAUNCH_CHECK(up_kernel);
     }
     if (mk_mask_out_partial(&out)) {
