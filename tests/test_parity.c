@@ -250,7 +250,33 @@ static void test_otsu_repeated(void **state)
     mk_image_free(NULL, &b);
 }
 
+/* One image op from a source on the device: run(arg, src, dst) writes dst from src. */
+typedef int (*image_op_fn)(const void *arg, const mk_image_t *src, mk_image_t *dst);
+
+/* Runs op on the GPU into a guarded output of `desc` (extra pitch de) under each poison, and checks that the guard
+ * bands are intact and the result equals ref. */
+static void check_on_gpu(image_op_fn op, const void *arg, const mk_image_t *dsrc, mk_image_t desc, size_t de,
+                         const mk_image_t *ref, const char *what)
+{
+    for (int k = 0; k < 2; k++) {
+        tu_dev_guard_t g;
+        tu_dev_guard_alloc(gpu, &g, desc, de, poisons[k]);
+        TU_OK(op(arg, dsrc, &g.img));
+        TU_OK(mk_ctx_sync(gpu));
+        mk_image_t got = tu_dev_guard_check(gpu, &g, poisons[k], what);
+        assert_same(ref, &got, what);
+        mk_image_free(NULL, &got);
+        tu_dev_guard_free(gpu, &g);
+    }
+}
+
 /* ---- YUYV -> RGB/BGR ----------------------------------------------------------------------------------- */
+
+static int yuyv_op(const void *arg, const mk_image_t *src, mk_image_t *dst)
+{
+    (void)arg;
+    return mk_yuyv_to_rgb(gpu, src, dst);
+}
 
 static void test_yuyv_random(void **state)
 {
@@ -268,16 +294,7 @@ static void test_yuyv_random(void **state)
         mk_image_t dsrc = tu_to_ctx(gpu, &src, se);
         char what[128];
         snprintf(what, sizeof what, "yuyv %d: %dx%d (+%zu,+%zu) -> %s", i, w, h, se, de, mk_format_name(fmt));
-        for (int k = 0; k < 2; k++) {
-            tu_dev_guard_t g;
-            tu_dev_guard_alloc(gpu, &g, mk_image_desc(w, h, fmt, MK_U8), de, poisons[k]);
-            TU_OK(mk_yuyv_to_rgb(gpu, &dsrc, &g.img));
-            TU_OK(mk_ctx_sync(gpu));
-            mk_image_t got = tu_dev_guard_check(gpu, &g, poisons[k], what);
-            assert_same(&ref, &got, what);
-            mk_image_free(NULL, &got);
-            tu_dev_guard_free(gpu, &g);
-        }
+        check_on_gpu(yuyv_op, NULL, &dsrc, mk_image_desc(w, h, fmt, MK_U8), de, &ref, what);
         mk_image_free(gpu, &dsrc);
         mk_image_free(NULL, &ref);
         mk_image_free(NULL, &src);
@@ -285,6 +302,11 @@ static void test_yuyv_random(void **state)
 }
 
 /* ---- area downsampling ------------------------------------------------------------------------------------ */
+
+static int downsample_op(const void *arg, const mk_image_t *src, mk_image_t *dst)
+{
+    return mk_downsample_area(gpu, src, dst, *(const int *)arg);
+}
 
 static void test_downsample_random(void **state)
 {
@@ -305,16 +327,7 @@ static void test_downsample_random(void **state)
         char what[128];
         snprintf(what, sizeof what, "downsample %d: %dx%d %s by %d (+%zu,+%zu)", i, w, h, mk_format_name(fmt), s, se,
                  de);
-        for (int k = 0; k < 2; k++) {
-            tu_dev_guard_t g;
-            tu_dev_guard_alloc(gpu, &g, mk_image_desc(dw, dh, fmt, MK_U8), de, poisons[k]);
-            TU_OK(mk_downsample_area(gpu, &dsrc, &g.img, s));
-            TU_OK(mk_ctx_sync(gpu));
-            mk_image_t got = tu_dev_guard_check(gpu, &g, poisons[k], what);
-            assert_same(&ref, &got, what);
-            mk_image_free(NULL, &got);
-            tu_dev_guard_free(gpu, &g);
-        }
+        check_on_gpu(downsample_op, &s, &dsrc, mk_image_desc(dw, dh, fmt, MK_U8), de, &ref, what);
         mk_image_free(gpu, &dsrc);
         mk_image_free(NULL, &ref);
         mk_image_free(NULL, &src);
