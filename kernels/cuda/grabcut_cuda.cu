@@ -734,11 +734,36 @@ __device__ long long flat_block_sum(long long v, long long *red)
     return s;
 }
 
+/* Every block's sum s (valid in thread 0) is stored in part[blockIdx.x]; the block that finishes last returns true
+ * (the others false) and has in thread 0 *total, the sum of all the blocks' parts in block order (so the result does
+ * not depend on the blocks' timing). The ticket counts the finished blocks and is left 0 for the next launch. */
+__device__ bool grid_total(long long s, long long *part, unsigned *ticket, long long *red, long long *total)
+{
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        part[blockIdx.x] = s;
+        __threadfence();
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last)
+        return false;
+    __threadfence();
+    long long t = 0;
+    for (int b = threadIdx.x; b < (int)gridDim.x; b += kFlatThreads)
+        t += __ldcg(&part[b]);
+    t = flat_block_sum(t, red);
+    if (threadIdx.x == 0) {
+        *total = t;
+        *ticket = 0;
+    }
+    return true;
+}
+
 /* The exact sum of the squared colour differences over the 8-neighbour pairs; its last block sets beta. */
 __global__ void __launch_bounds__(kFlatThreads) beta_kernel(const __grid_constant__ gc_args a)
 {
     __shared__ long long red[kFlatWarps];
-    __shared__ bool last;
     if (a.reset && blockIdx.x == 0 && threadIdx.x == 0) {
         a.st->res.flags = 0;
         a.st->res.bad_pixel = INT_MAX;
@@ -752,23 +777,9 @@ __global__ void __launch_bounds__(kFlatThreads) beta_kernel(const __grid_constan
                 s += d2_int(c, neighbour(a, x, y, d));
     }
     s = flat_block_sum(s, red);
-    if (threadIdx.x == 0) {
-        a.part[blockIdx.x] = s;
-        __threadfence();
-        last = atomicAdd(&a.st->beta_ticket, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    long long t = 0;
-    for (int b = threadIdx.x; b < (int)gridDim.x; b += kFlatThreads)
-        t += __ldcg(&a.part[b]);
-    t = flat_block_sum(t, red);
-    if (threadIdx.x == 0) {
+    long long t;
+    if (grid_total(s, a.part, &a.st->beta_ticket, red, &t) && threadIdx.x == 0)
         a.st->res.beta = mk_gc_beta(t, mk_gc_pairs(a.w, a.h));
-        a.st->beta_ticket = 0;
-    }
 }
 
 /* The N-links of every pixel; with a model (TLINKS), also the T-links and the labels' check, in the same pass
@@ -827,7 +838,6 @@ __global__ void __launch_bounds__(kFlatThreads) graph_kernel(const __grid_consta
 __global__ void __launch_bounds__(kFlatThreads) final_kernel(const __grid_constant__ gc_args a)
 {
     __shared__ long long red[kFlatWarps];
-    __shared__ bool last;
     if (__ldcg(&a.st->res.flags))
         return;
     if (__ldcg(&a.st->flow[a.iter - 1]) < 0) {
@@ -864,27 +874,14 @@ __global__ void __launch_bounds__(kFlatThreads) final_kernel(const __grid_consta
     if (!a.energy)
         return;
     e = flat_block_sum(e, red);
-    if (threadIdx.x == 0) {
-        a.part[blockIdx.x] = e;
-        __threadfence();
-        last = atomicAdd(&a.st->final_ticket, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last)
-        return;
-    __threadfence();
-    long long t = 0;
-    for (int b = threadIdx.x; b < (int)gridDim.x; b += kFlatThreads)
-        t += __ldcg(&a.part[b]);
-    t = flat_block_sum(t, red);
-    if (threadIdx.x == 0) {
+    long long t;
+    if (grid_total(e, a.part, &a.st->final_ticket, red, &t) && threadIdx.x == 0) {
         double C = 0.0;
         for (int b = 0; b < a.ncpart; b++)
             C = MK_DADD(C, __ldcg(&a.cpart[b]));
         a.st->res.eint = t;
         a.st->res.C = C;
         a.st->res.energy = MK_DADD(C, MK_DDIV((double)t, a.scale));
-        a.st->final_ticket = 0;
     }
 }
 
