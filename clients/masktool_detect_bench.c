@@ -26,7 +26,7 @@ typedef struct {
     mk_net_t *net;
     const mk_image_t *input;
     /* the other stages: the frame on the context, the letterbox plan, the yolo outputs and the detections */
-    const mk_image_t *src;
+    const mk_image_t *src, *src_host; /* the frame on the context, and in host memory */
     mk_letterbox_t plan;
     mk_yolo_layer_t layers[MK_YOLO_MAX_LAYERS];
     int nlayers, max_out, n_out;
@@ -95,6 +95,7 @@ typedef struct {
     const char *cfg, *weights;
     mk_net_opts_t opts;
     int runs, warmup;
+    int cpu_check; /* compare the CUDA pass with the CPU reference's on the same frame (bench_variant) */
 } bench_args_t;
 
 /* Sorts t[0..runs) and adds one result object {stage, variant, runs, warmup, median, p99, min, mean} to results;
@@ -116,6 +117,89 @@ static cJSON *add_result(cJSON *results, const char *stage, const char *variant,
     cJSON_AddNumberToObject(o, "mean_us", round2(sum / runs));
     cJSON_AddItemToArray(results, o);
     return o;
+}
+
+static double box_iou(const mk_detection_t *a, const mk_detection_t *b)
+{
+    float x0 = fmaxf(a->x, b->x), y0 = fmaxf(a->y, b->y);
+    float x1 = fminf(a->x + a->w, b->x + b->w), y1 = fminf(a->y + a->h, b->y + b->h);
+    double inter = x1 > x0 && y1 > y0 ? (double)(x1 - x0) * (y1 - y0) : 0.0;
+    double uni = (double)a->w * a->h + (double)b->w * b->h - inter;
+    return uni > 0 ? inter / uni : 0.0;
+}
+
+/* The CPU reference on the same frame in the same process: the CPU backend loads the network (FP32) and detects
+ * on the frame (warp letterbox, forward, decode + NMS with f's parameters) as the CUDA pass of f does; o gets
+ * "cpu_check" with the largest difference of the raw yolo outputs (and the largest CPU value, for scale), both
+ * detection counts and how many CPU detections a CUDA one of the same class overlaps with IoU >= 0.95. */
+static int cpu_check(fwd_t *f, const bench_args_t *a, const mk_image_t *frame, cJSON *o)
+{
+    mk_ctx_t *cpu = NULL;
+    mk_net_t *net = NULL;
+    mk_image_t input = {0};
+    mk_letterbox_t plan;
+    mk_yolo_layer_t layers[MK_YOLO_MAX_LAYERS];
+    mk_detection_t *det = malloc((size_t)f->max_out * sizeof *det);
+    float *x = NULL, *y = NULL;
+    double max_diff = 0, max_cpu = 0, t0 = now_ms(), cpu_ms = 0;
+    int n_cpu = 0, matched = 0;
+    mk_net_opts_t opts = a->opts;
+    opts.fp16 = 0;
+    int rc = det ? mk_ctx_create(MK_BACKEND_CPU, &cpu) : mk_err_set(MK_ENOMEM, "out of memory");
+    if (!rc && !(rc = mk_net_load(cpu, a->cfg, a->weights, &opts, &net))) {
+        input = mk_net_input_desc(net);
+        t0 = now_ms();
+        if (!(rc = mk_image_alloc(cpu, &input, MK_MEM_HOST)) &&
+            !(rc = mk_letterbox(cpu, frame, &input, MK_LETTERBOX_WARP, &plan)) && !(rc = mk_net_forward(net, &input)))
+            for (int k = 0; k < f->nlayers && !rc; k++)
+                rc = mk_net_yolo_output(net, k, &layers[k]);
+        if (!rc)
+            rc = mk_yolo_detect(cpu, layers, f->nlayers, &plan, &f->yp, det, f->max_out, &n_cpu);
+        cpu_ms = now_ms() - t0;
+    }
+    /* the CUDA pass of the same frame, then its raw outputs next to the CPU's */
+    if (!rc)
+        rc = detect_once(f);
+    for (int k = 0; k < f->nlayers && !rc; k++) {
+        size_t count = (size_t)layers[k].n * (size_t)(5 + layers[k].classes) * (size_t)layers[k].h * layers[k].w;
+        float *nx = realloc(x, count * sizeof *x), *ny = nx ? realloc(y, count * sizeof *y) : NULL;
+        if (nx)
+            x = nx;
+        if (ny)
+            y = ny;
+        if (!nx || !ny) {
+            rc = mk_err_set(MK_ENOMEM, "out of memory");
+            break;
+        }
+        if ((rc = mk_net_yolo_read(net, k, x, count)) || (rc = mk_net_yolo_read(f->net, k, y, count)))
+            break;
+        for (size_t i = 0; i < count; i++) {
+            max_diff = fmax(max_diff, fabs((double)x[i] - y[i]));
+            max_cpu = fmax(max_cpu, fabs((double)x[i]));
+        }
+    }
+    for (int i = 0; i < n_cpu && !rc; i++)
+        for (int j = 0; j < f->n_out; j++)
+            if (f->det[j].class_id == det[i].class_id && box_iou(&f->det[j], &det[i]) >= 0.95) {
+                matched++;
+                break;
+            }
+    if (!rc) {
+        cJSON *c = cJSON_AddObjectToObject(o, "cpu_check");
+        cJSON_AddNumberToObject(c, "yolo_max_abs_diff", max_diff);
+        cJSON_AddNumberToObject(c, "yolo_max_abs_cpu", max_cpu);
+        cJSON_AddNumberToObject(c, "detections_cuda", f->n_out);
+        cJSON_AddNumberToObject(c, "detections_cpu", n_cpu);
+        cJSON_AddNumberToObject(c, "cpu_matched_iou095", matched);
+        cJSON_AddNumberToObject(c, "cpu_detect_ms", round2(cpu_ms));
+    }
+    free(x);
+    free(y);
+    free(det);
+    mk_image_free(cpu, &input);
+    mk_net_destroy(net);
+    mk_ctx_destroy(cpu);
+    return rc;
 }
 
 /* Times the stages around the forward pass with the network as loaded: preprocess (letterbox), decode + NMS
@@ -149,6 +233,8 @@ static int bench_stages(fwd_t *f, const bench_args_t *a, const char *variant, do
             cJSON *o = add_result(results, stages[s].stage, variant, t, a->runs, a->warmup);
             if (stages[s].fn != preprocess_once)
                 cJSON_AddNumberToObject(o, "detections", f->n_out);
+            if (stages[s].fn == detect_once && a->cpu_check && mk_ctx_backend(f->ctx) == MK_BACKEND_CUDA)
+                rc = cpu_check(f, a, f->src_host, o);
         }
     }
     free(f->det);
@@ -188,7 +274,7 @@ static int bench_variant(mk_ctx_t *ctx, const bench_args_t *a, const mk_image_t 
             !(rc = mk_image_alloc(ctx, &input, mk_ctx_mem(ctx))))
             rc = mk_letterbox(ctx, &src, &input, MK_LETTERBOX_DARKNET, NULL);
     }
-    fwd_t f = {.ctx = ctx, .net = net, .input = &input, .src = &src};
+    fwd_t f = {.ctx = ctx, .net = net, .input = &input, .src = &src, .src_host = frame};
     if (!rc)
         rc = mt_time_op(ctx, forward_once, forward_pipelined, &f, a->warmup, a->runs, t, pipe,
                         cuda ? PIPELINE_REPS : 0, PIPELINE);
@@ -244,7 +330,11 @@ static void detect_help(void)
          "                     data, mirror-tiled to 1280x720; a generated scene without it)\n"
          "With the graph (and on the CPU) the other stages follow: \"preprocess\" (the warp letterbox of the\n"
          "1280x720 frame on the context), \"decode+nms\" (thresh 0.25, nms 0.45, detections in host memory) and\n"
-         "\"detect\" (the three in a row), each with its detection count.");
+         "\"detect\" (the three in a row), each with its detection count. On CUDA, \"detect\" also has\n"
+         "\"cpu_check\": the CPU reference (FP32) detects on the same frame in the same process; the largest\n"
+         "difference of the raw yolo outputs, both detection counts, and the CPU detections that a CUDA one of the\n"
+         "same class overlaps with IoU >= 0.95 (--no-cpu-check: skip it; the CPU pass of a large network takes\n"
+         "seconds).");
 }
 
 int mt_bench_detect(int argc, char **argv)
@@ -255,11 +345,12 @@ int mt_bench_detect(int argc, char **argv)
         {"fp16", no_argument, 0, 'F'},           {"size", required_argument, 0, 's'},
         {"backend", required_argument, 0, 'b'},  {"runs", required_argument, 0, 'n'},
         {"warmup", required_argument, 0, 'W'},   {"image", required_argument, 0, 'i'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    bench_args_t a = {.opts = mk_net_opts_default(), .runs = 500, .warmup = 50};
+        {"no-cpu-check", no_argument, 0, 'C'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    bench_args_t a = {.opts = mk_net_opts_default(), .runs = 500, .warmup = 50, .cpu_check = 1};
     const char *backend = NULL, *image = NULL;
     int random = 0, c;
-    while ((c = getopt_long(argc, argv, "c:w:rS:Fs:b:n:W:i:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:w:rS:Fs:b:n:W:i:Ch", opts, NULL)) != -1) {
         switch (c) {
         case 'c': a.cfg = optarg; break;
         case 'w': a.weights = optarg; break;
@@ -283,6 +374,7 @@ int mt_bench_detect(int argc, char **argv)
         case 'n': a.runs = atoi(optarg); break;
         case 'W': a.warmup = atoi(optarg); break;
         case 'i': image = optarg; break;
+        case 'C': a.cpu_check = 0; break;
         case 'h': detect_help(); return 0;
         default: fprintf(stderr, "masktool bench detect: unknown option (see masktool bench detect --help)\n"); return 2;
         }

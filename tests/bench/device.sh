@@ -76,6 +76,22 @@ for path in sys.argv[1:]:
         continue
     print(f"| {d['cfg'].split('/')[-1]} | {d['net']} | {d['precision']} | {g['median_us']} | {g['p99_us']} | "
           f"{g['pipelined_us']} | {l['median_us']} | {g['achieved_TFLOPs']} | {g['device_memory_bytes'] / 1e6:.0f} |")
+print()
+print("| network | precision | preprocess µs | decode+nms µs | detect µs | CPU check: yolo max abs diff (max CPU) | detections CUDA / CPU / matched |")
+print("|---|---|---|---|---|---|---|")
+for path in sys.argv[1:]:
+    try:
+        d = json.load(open(path))
+    except ValueError:
+        continue
+    r = {x["stage"]: x for x in d.get("results", []) if x.get("variant") == "cuda-graph"}
+    if "detect" not in r:
+        continue
+    c = r["detect"].get("cpu_check", {})
+    print(f"| {d['cfg'].split('/')[-1]} | {d['precision']} | {r['preprocess']['median_us']} | "
+          f"{r['decode+nms']['median_us']} | {r['detect']['median_us']} | {c.get('yolo_max_abs_diff', '-'):.3g} "
+          f"({c.get('yolo_max_abs_cpu', 0):.3g}) | {c.get('detections_cuda')} / {c.get('detections_cpu')} / "
+          f"{c.get('cpu_matched_iou095')} |")
 PY
 fi
 if [ "$what" = maskd ] || [ "$what" = all ]; then
