@@ -89,7 +89,7 @@ for path in sys.argv[1:]:
         continue
     c = r["detect"].get("cpu_check", {})
     print(f"| {d['cfg'].split('/')[-1]} | {d['precision']} | {r['preprocess']['median_us']} | "
-          f"{r['decode+nms']['median_us']} | {r['detect']['median_us']} | {c.get('yolo_max_abs_diff', '-'):.3g} "
+          f"{r['decode+nms']['median_us']} | {r['detect']['median_us']} | {c.get('yolo_max_abs_diff', float('nan')):.3g} "
           f"({c.get('yolo_max_abs_cpu', 0):.3g}) | {c.get('detections_cuda')} / {c.get('detections_cpu')} / "
           f"{c.get('cpu_matched_iou095')} |")
 PY
