@@ -223,18 +223,8 @@ static void run_free(run_t *r)
 static int publish(maskbus_writer_t *bus, const mk_segment_result_t *res)
 {
     maskbus_frame_in_t fr;
-    memset(&fr, 0, sizeof fr);
-    fr.frame_seq = res->seq;
-    fr.capture_ns = (uint64_t)res->capture_ns;
-    fr.width = (uint32_t)res->width;
-    fr.height = (uint32_t)res->height;
-    fr.flags = res->flags;
-    fr.data[MASKBUS_PLANE_MASK] = res->mask.data;
-    fr.stride[MASKBUS_PLANE_MASK] = res->mask.pitch;
-    if (res->alpha.data) {
-        fr.data[MASKBUS_PLANE_ALPHA] = res->alpha.data;
-        fr.stride[MASKBUS_PLANE_ALPHA] = res->alpha.pitch;
-    }
+    maskbus_detection_t bd[MASKBUS_MAX_DETECTIONS];
+    mk_segment_bus_frame(res, &fr, bd);
     return maskbus_writer_publish(bus, &fr) < 0 ? mk_err_set(MK_EIO, "bus: %s", maskbus_writer_error(bus)) : 0;
 }
 
