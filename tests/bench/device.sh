@@ -57,6 +57,8 @@ if [ "$what" = all ] || [ "$what" = detect ]; then
             set -- $spec
             args=(--cfg "$M/$1" --size "$2x$2" --backend cuda)
             if [ $# -gt 2 ]; then args+=(--weights "$M/$3"); else args+=(--random-weights); fi
+            # the CPU check of the large networks takes a minute each: the tests compare them with the CPU
+            case $1 in cfg/yolov3.cfg|cfg/yolov4.cfg) args+=(--no-cpu-check) ;; esac
             [ $prec = fp16 ] && args+=(--fp16)
             # the load's log at debug level: each convolution's timed implementations and choice, the layout kept
             MASKD_LOG=debug build-gpu/clients/masktool bench detect "${args[@]}" \
