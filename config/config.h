@@ -97,7 +97,7 @@ struct mk_config {
         int heartbeat_ms;
     } bus;
     struct {
-        int queue_depth, decode_threads;
+        int queue_depth, decode_threads, inflight;
     } pipeline;
     struct {
         int enable, timeout_s;

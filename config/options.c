@@ -273,6 +273,10 @@ static const mk_opt_t table[] = {
     INT("pipeline.queue_depth", pipeline.queue_depth, "2", 1, 16, 0,
         "Frames each stage's input queue holds; when it is full the oldest is dropped (latency first)."),
     INT("pipeline.decode_threads", pipeline.decode_threads, "2", 1, 16, 0, "MJPEG decoding threads."),
+    INT("pipeline.inflight", pipeline.inflight, "2", 1, 4, 0,
+        "Frames segmented at once, each on its own stream and thread (CUDA: one frame's upload, detection and "
+        "download overlap another's GrabCut; CPU: frames on several cores). The masks are the same at every "
+        "depth; more in flight raises throughput, not the latency of a frame."),
     BOOL("idle.enable", idle.enable, "true", LIVE,
          "Stop capturing (camera LED off) while no bus reader has been attached for `idle.timeout_s`; resume "
          "when one attaches."),

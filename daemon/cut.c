@@ -1,4 +1,5 @@
-/* cut: the cut interface and its methods (box, ellipse, grabcut). */
+/* cut: the cut interface and its methods (box, ellipse, grabcut), and the frame-ordered hand-over of GrabCut's
+ * state between threads. */
 #include "cut.h"
 
 #include "errors.h"
@@ -8,44 +9,73 @@
 #include "shape.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The box cut's corner radii, as a fraction of the box's half sides. */
 #define BOX_ROUND 0.4f
 
+struct mk_cut_work {
+    mk_ctx_t *ctx;
+    mk_image_t small;  /* the ROI at the cut's resolution, colour */
+    mk_image_t labels; /* GrabCut's four labels at that resolution */
+};
+
 typedef struct {
     const char *name;
-    int (*run)(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk_config_t *cfg,
-               mk_image_t *lowres);
+    int (*run)(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
+               const mk_config_t *cfg, mk_image_t *lowres, int *keyframe);
 } cut_ops_t;
 
-/* GrabCut's state across frames: the working images and the model of the last keyframe. */
+/* GrabCut's state across frames (under mu): the model of the last keyframe and the keyframe policy's facts. */
 typedef struct {
-    mk_image_t small;     /* the ROI at the cut's resolution, colour */
-    mk_image_t labels;    /* GrabCut's four labels at that resolution */
-    mk_gc_model_t model;  /* learnt on the last keyframe */
+    mk_gc_model_t model; /* learnt on the last keyframe */
     int have_model;
-    mk_rect_t key_rect;   /* the keyframe's rectangle, and its working size */
+    int key_pending;     /* a keyframe has decided and is still learning: the model is not known yet */
+    mk_rect_t key_rect;  /* the keyframe's rectangle, and its working size */
     int key_w, key_h;
-    long since_key;       /* frames cut with the model since the keyframe */
+    long since_key;      /* frames cut with the model since the keyframe */
 } gc_state_t;
 
 struct mk_cut {
-    mk_ctx_t *ctx;
     int method;
     const cut_ops_t *ops;
-    gc_state_t gc;
+    mk_cut_work_t own;   /* mk_cut_run's working images, on the creation context */
+    uint64_t own_next;   /* mk_cut_run's next frame number */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t next;       /* the next frame to decide (under mu) */
+    gc_state_t gc;       /* under mu */
 };
 
 /* The box in low-resolution pixels, as a rounded rectangle. */
-static int shape_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk_config_t *cfg,
-                     mk_image_t *lowres)
+static int shape_fill(mk_cut_t *c, mk_ctx_t *ctx, const mk_image_t *roi, const mk_box_t *box, mk_image_t *lowres)
 {
-    (void)cfg;
     float sx = (float)lowres->width / (float)roi->width, sy = (float)lowres->height / (float)roi->height;
     float round = c->method == MK_CFG_CUT_ELLIPSE ? 1.0f : BOX_ROUND;
     mk_rbox_t b = mk_rbox_make(box->x * sx, box->y * sy, box->w * sx, box->h * sy, round, round);
-    return mk_shape_fill(c->ctx, lowres, &b);
+    return mk_shape_fill(ctx, lowres, &b);
+}
+
+/* Frame number `frame` passes its turn (box and ellipse keep no state: they only count). */
+static void turn_pass(mk_cut_t *c, uint64_t frame)
+{
+    pthread_mutex_lock(&c->mu);
+    while (c->next != frame)
+        pthread_cond_wait(&c->cv, &c->mu);
+    c->next++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int shape_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
+                     const mk_config_t *cfg, mk_image_t *lowres, int *keyframe)
+{
+    (void)cfg;
+    (void)keyframe;
+    turn_pass(c, frame);
+    return shape_fill(c, w->ctx, roi, box, lowres);
 }
 
 /* (Re)allocates img as w x h of `format` in the context's memory unless it already is. */
@@ -68,24 +98,68 @@ static double rect_iou(const mk_rect_t *a, const mk_rect_t *b)
     return uni > 0 ? inter / uni : 0.0;
 }
 
+/* Frame `frame`'s keyframe decision, in frame order and once the last keyframe's model is known. A keyframe takes
+ * the keyframe facts and leaves the model pending until gc_learnt(); a fixed-model frame gets a copy of the model
+ * in *model. Returns 1 for a keyframe. */
+static int gc_decide(mk_cut_t *c, uint64_t frame, const mk_rect_t *rect, int lw, int lh, const mk_config_t *cfg,
+                     mk_gc_model_t *model)
+{
+    gc_state_t *st = &c->gc;
+    pthread_mutex_lock(&c->mu);
+    while (c->next != frame || st->key_pending)
+        pthread_cond_wait(&c->cv, &c->mu);
+    int key = !st->have_model || cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ALWAYS ||
+              st->since_key + 1 >= cfg->grabcut.keyframe_interval;
+    if (!key && cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ADAPTIVE)
+        key = st->key_w != lw || st->key_h != lh || rect_iou(rect, &st->key_rect) < cfg->grabcut.keyframe_iou;
+    if (key) {
+        st->key_pending = 1;
+        st->key_rect = *rect;
+        st->key_w = lw;
+        st->key_h = lh;
+        st->since_key = 0;
+    } else {
+        *model = st->model;
+        st->since_key++;
+    }
+    c->next++;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return key;
+}
+
+/* The keyframe's outcome: its model (rc 0) or none. */
+static void gc_learnt(mk_cut_t *c, int rc, const mk_gc_model_t *model)
+{
+    pthread_mutex_lock(&c->mu);
+    c->gc.have_model = rc == 0;
+    if (rc == 0)
+        c->gc.model = *model;
+    c->gc.key_pending = 0;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* GrabCut on the ROI reduced to the mask's resolution, the box as its rectangle (with a background border of at
  * least one pixel). A keyframe learns the colour models from the rectangle (grabcut.iterations rounds); the frames
  * between keyframes reuse them in one fixed-model cut (grabcut.keyframe decides which is which). Where GrabCut
  * cannot run (a grey frame, a box too small or covering the whole region, no foreground or background), the frame
  * gets the box cut instead, and the log says why. */
-static int grabcut_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk_config_t *cfg,
-                       mk_image_t *lowres)
+static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
+                       const mk_config_t *cfg, mk_image_t *lowres, int *keyframe)
 {
-    gc_state_t *st = &c->gc;
     int lw = lowres->width, lh = lowres->height;
     int s = (roi->width + lw - 1) / lw;
-    if (s < 1 || (roi->width + s - 1) / s != lw || (roi->height + s - 1) / s != lh)
+    if (s < 1 || (roi->width + s - 1) / s != lw || (roi->height + s - 1) / s != lh) {
+        turn_pass(c, frame);
         return mk_err_set(MK_EINVAL, "grabcut: a %dx%d mask is no integer reduction of the %dx%d region", lw, lh,
                           roi->width, roi->height);
+    }
     if (roi->format != MK_FMT_RGB && roi->format != MK_FMT_BGR) {
         MK_LOG_RL(60000, MK_LOG_WARN, "cut.method grabcut needs colour frames, not %s: cutting the box instead",
                   mk_format_name(roi->format));
-        return shape_run(c, roi, box, cfg, lowres);
+        turn_pass(c, frame);
+        return shape_fill(c, w->ctx, roi, box, lowres);
     }
     /* The rectangle in working pixels, inside a one-pixel background border. */
     int x0 = (int)floorf(box->x / s), y0 = (int)floorf(box->y / s);
@@ -97,48 +171,46 @@ static int grabcut_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, 
     if (x1 - x0 < 2 || y1 - y0 < 2) {
         MK_LOG_RL(60000, MK_LOG_INFO, "grabcut: the box is %dx%d pixels at 1/%d: cutting the box instead",
                   x1 - x0, y1 - y0, s);
-        return shape_run(c, roi, box, cfg, lowres);
+        turn_pass(c, frame);
+        return shape_fill(c, w->ctx, roi, box, lowres);
     }
     mk_rect_t rect = {x0, y0, x1 - x0, y1 - y0};
     int rc;
-    if ((rc = ensure(c->ctx, &st->small, lw, lh, roi->format)) ||
-        (rc = ensure(c->ctx, &st->labels, lw, lh, MK_FMT_GRAY)) ||
-        (rc = mk_downsample_area(c->ctx, roi, &st->small, s)))
+    if ((rc = ensure(w->ctx, &w->small, lw, lh, roi->format)) ||
+        (rc = ensure(w->ctx, &w->labels, lw, lh, MK_FMT_GRAY)) ||
+        (rc = mk_downsample_area(w->ctx, roi, &w->small, s))) {
+        turn_pass(c, frame);
         return rc;
+    }
     mk_gc_params_t gp = mk_gc_params_default();
     gp.iterations = cfg->grabcut.iterations;
-    int key = !st->have_model || cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ALWAYS ||
-              st->since_key + 1 >= cfg->grabcut.keyframe_interval;
-    if (!key && cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ADAPTIVE)
-        key = st->key_w != lw || st->key_h != lh || rect_iou(&rect, &st->key_rect) < cfg->grabcut.keyframe_iou;
+    mk_gc_model_t model;
+    int key = gc_decide(c, frame, &rect, lw, lh, cfg, &model);
+    if (keyframe)
+        *keyframe = key;
     if (key) {
-        rc = mk_grabcut(c->ctx, &st->small, &st->labels, &rect, &gp, &st->model, NULL);
-        st->have_model = rc == 0;
-        st->key_rect = rect;
-        st->key_w = lw;
-        st->key_h = lh;
-        st->since_key = 0;
+        rc = mk_grabcut(w->ctx, &w->small, &w->labels, &rect, &gp, &model, NULL);
+        gc_learnt(c, rc, &model);
     } else {
-        mk_image_t inside = st->labels;
-        inside.data = (uint8_t *)st->labels.data + (size_t)rect.y * st->labels.pitch + (size_t)rect.x;
+        mk_image_t inside = w->labels;
+        inside.data = (uint8_t *)w->labels.data + (size_t)rect.y * w->labels.pitch + (size_t)rect.x;
         inside.width = rect.width;
         inside.height = rect.height;
         inside.owned = 0;
-        if ((rc = mk_image_memset(c->ctx, &st->labels, MK_GC_BGD)) ||
-            (rc = mk_image_memset(c->ctx, &inside, MK_GC_PR_FGD)))
+        if ((rc = mk_image_memset(w->ctx, &w->labels, MK_GC_BGD)) ||
+            (rc = mk_image_memset(w->ctx, &inside, MK_GC_PR_FGD)))
             return rc;
-        rc = mk_grabcut_cut(c->ctx, &st->small, &st->labels, &st->model, &gp, NULL);
-        st->since_key++;
+        rc = mk_grabcut_cut(w->ctx, &w->small, &w->labels, &model, &gp, NULL);
     }
     if (rc == MK_EINVAL || rc == MK_ERANGE) {
-        /* no foreground or background samples, or a degenerate colour model: this frame gets the box */
+        /* no foreground or background samples, or a degenerate colour model: this frame gets the box (a
+         * keyframe's failure has dropped the model; a fixed-model frame's keeps it) */
         MK_LOG_RL(60000, MK_LOG_INFO, "grabcut: %s: cutting the box instead", mk_err_msg());
-        st->have_model = 0;
-        return shape_run(c, roi, box, cfg, lowres);
+        return shape_fill(c, w->ctx, roi, box, lowres);
     }
     if (rc)
         return rc;
-    return mk_grabcut_binary(c->ctx, &st->labels, lowres);
+    return mk_grabcut_binary(w->ctx, &w->labels, lowres);
 }
 
 static const cut_ops_t methods[] = {
@@ -155,19 +227,28 @@ int mk_cut_create(mk_ctx_t *ctx, int method, mk_cut_t **out)
     mk_cut_t *c = calloc(1, sizeof *c);
     if (!c)
         return mk_err_set(MK_ENOMEM, "out of memory");
-    c->ctx = ctx;
+    c->own.ctx = ctx;
     c->method = method;
     c->ops = &methods[method];
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
     *out = c;
     return 0;
+}
+
+static void work_free(mk_cut_work_t *w)
+{
+    mk_image_free(w->ctx, &w->small);
+    mk_image_free(w->ctx, &w->labels);
 }
 
 void mk_cut_destroy(mk_cut_t *c)
 {
     if (!c)
         return;
-    mk_image_free(c->ctx, &c->gc.small);
-    mk_image_free(c->ctx, &c->gc.labels);
+    work_free(&c->own);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
     free(c);
 }
 
@@ -188,13 +269,60 @@ const char *mk_cut_method_name(int method)
     return methods[method].name;
 }
 
+int mk_cut_work_create(mk_ctx_t *ctx, mk_cut_work_t **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out)
+        return mk_err_set(MK_ENOMEM, "out of memory");
+    (*out)->ctx = ctx;
+    return 0;
+}
+
+void mk_cut_work_destroy(mk_cut_work_t *w)
+{
+    if (!w)
+        return;
+    work_free(w);
+    free(w);
+}
+
+int mk_cut_run_frame(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
+                     const mk_config_t *cfg, mk_image_t *lowres, int *keyframe)
+{
+    if (keyframe)
+        *keyframe = 0;
+    if (!c || !w)
+        return mk_err_set(MK_EINVAL, "mk_cut_run_frame: NULL cut or work");
+    if (!roi || !box || !cfg || !lowres) {
+        turn_pass(c, frame);
+        return mk_err_set(MK_EINVAL, "mk_cut_run_frame: NULL argument");
+    }
+    if (roi->width < 1 || roi->height < 1 || lowres->width < 1 || lowres->height < 1) {
+        turn_pass(c, frame);
+        return mk_err_set(MK_EINVAL, "cut: empty region (%dx%d) or mask (%dx%d)", roi->width, roi->height,
+                          lowres->width, lowres->height);
+    }
+    return c->ops->run(c, w, frame, roi, box, cfg, lowres, keyframe);
+}
+
+void mk_cut_skip(mk_cut_t *c, uint64_t frame)
+{
+    turn_pass(c, frame);
+}
+
+void mk_cut_reset(mk_cut_t *c, uint64_t next_frame)
+{
+    pthread_mutex_lock(&c->mu);
+    memset(&c->gc, 0, sizeof c->gc);
+    c->next = next_frame;
+    pthread_mutex_unlock(&c->mu);
+    c->own_next = next_frame;
+}
+
 int mk_cut_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk_config_t *cfg,
                mk_image_t *lowres)
 {
-    if (!c || !roi || !box || !cfg || !lowres)
-        return mk_err_set(MK_EINVAL, "mk_cut_run: NULL argument");
-    if (roi->width < 1 || roi->height < 1 || lowres->width < 1 || lowres->height < 1)
-        return mk_err_set(MK_EINVAL, "cut: empty region (%dx%d) or mask (%dx%d)", roi->width, roi->height,
-                          lowres->width, lowres->height);
-    return c->ops->run(c, roi, box, cfg, lowres);
+    if (!c)
+        return mk_err_set(MK_EINVAL, "mk_cut_run: NULL cut");
+    return mk_cut_run_frame(c, &c->own, c->own_next++, roi, box, cfg, lowres, NULL);
 }

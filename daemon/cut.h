@@ -10,9 +10,22 @@
  *   box      the box as a rounded rectangle (corner radii 40% of its half sides) filled at 1: a prior that
  *            the guided filter bends to the image's edges
  *   ellipse  the ellipse inscribed in the box, filled at 1
- * Every pixel operation is a kernels op (mk_shape_fill) on the context's backend.
+ *   grabcut  GrabCut on the region reduced to the mask's size, with keyframes (grabcut.*)
+ * Every pixel operation is a kernels op (mk_shape_fill, mk_grabcut, ...) on the context's backend.
  *
- * Thread rules: a cut belongs to the thread of its context. */
+ * Frames in flight (daemon/segment.h). The cut object holds what is carried from frame to frame (GrabCut's model,
+ * the keyframe's rectangle and size, frames since the keyframe); the working images of one frame are in a
+ * mk_cut_work_t, one per thread, on that thread's context. Frames are numbered 0, 1, 2, ... and every number is
+ * given exactly once, to mk_cut_run_frame() or mk_cut_skip(), from any threads in any order: a frame decides
+ * keyframe or not after every frame before it has decided, and from their decisions and the outcome of the last
+ * keyframe only — a keyframe that fails to learn (no foreground or background, a degenerate model) drops the
+ * model; a fixed-model cut that fails (no foreground, ...) cuts the box and KEEPS the model. So a frame waits for
+ * an earlier frame's cut only when that one is a keyframe, and the masks do not depend on how many frames are in
+ * flight.
+ *
+ * Thread rules: mk_cut_run (the sequential form) on the thread of the cut's context; mk_cut_run_frame and
+ * mk_cut_skip from any threads, each with its own work object; create, reset and destroy with no frame in
+ * flight. */
 #ifndef MK_CUT_H
 #define MK_CUT_H
 
@@ -21,13 +34,16 @@
 #include "image.h"
 #include "select.h"
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct mk_cut mk_cut_t;
+typedef struct mk_cut_work mk_cut_work_t;
 
-/* A cut of `method` (MK_CFG_CUT_*) on ctx. MK_EINVAL for an unknown method. */
+/* A cut of `method` (MK_CFG_CUT_*); ctx is the context of mk_cut_run. MK_EINVAL for an unknown method. */
 int mk_cut_create(mk_ctx_t *ctx, int method, mk_cut_t **out);
 void mk_cut_destroy(mk_cut_t *c);
 /* The method (MK_CFG_CUT_*) and its name ("box", ...). */
@@ -38,9 +54,23 @@ const char *mk_cut_method_name(int method);
 
 /* Fills `lowres` (whose size fixes the scale: roi->width / lowres->width) from the box (ROI pixels). cfg gives
  * the method's options. Each call is independent of the previous ones for the box cut; methods that track the
- * person across frames (GrabCut's keyframes) keep their state in the object. */
+ * person across frames (GrabCut's keyframes) keep their state in the object. The sequential form: the next frame
+ * number, the cut's own working images on its context. */
 int mk_cut_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk_config_t *cfg,
                mk_image_t *lowres);
+
+/* Working images of one thread on ctx (allocated at first use). */
+int mk_cut_work_create(mk_ctx_t *ctx, mk_cut_work_t **out);
+void mk_cut_work_destroy(mk_cut_work_t *w);
+/* mk_cut_run for frame number `frame` with the working images of w (roi and lowres in w's context's memory).
+ * *keyframe (may be NULL): 1 when this frame learnt GrabCut's model. Waits for the frames before it as described
+ * above. A failure still counts the frame as given. */
+int mk_cut_run_frame(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
+                     const mk_config_t *cfg, mk_image_t *lowres, int *keyframe);
+/* Frame number `frame` is not cut (no target, or it failed before its cut). */
+void mk_cut_skip(mk_cut_t *c, uint64_t frame);
+/* Forgets the state carried across frames; the next frame number is `next_frame`. */
+void mk_cut_reset(mk_cut_t *c, uint64_t next_frame);
 
 #ifdef __cplusplus
 }

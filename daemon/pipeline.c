@@ -3,15 +3,12 @@
 
 #include "cut.h"
 #include "decode.h"
-#include "detector.h"
 #include "errors.h"
-#include "guided.h"
 #include "log.h"
-#include "mask.h"
 #include "maskbus.h"
 #include "queue.h"
+#include "segment.h"
 #include "select.h"
-#include "yuyv.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -35,10 +32,9 @@
 #define READERS_NS 100000000ull
 /* Latency percentiles are taken over this many frames. */
 #define LAT_WINDOW 1024
-/* Detections one frame may have (the bus takes MASKBUS_MAX_DETECTIONS of them). */
-#define MAX_DETS 256
-/* Smallest region of interest cut, in pixels per side. */
-#define MIN_ROI 4
+/* While frames are in flight and the engine could take another, the process thread looks for a new frame this
+ * often (it cannot wait on the decode pool and the engine at once). */
+#define POLL_MS 1
 /* Failed frames (corrupt at the source or the decoder, processing errors) after which READY=1 goes out although
  * no mask was published yet. */
 #define READY_AFTER_FAILURES 10
@@ -84,13 +80,9 @@ struct mk_pipeline {
     int apply_taken, apply_done, apply_rc;
     char apply_msg[512]; /* the commit's error message (messages are per thread) */
 
-    /* compute */
-    mk_ctx_t *ctx;
-    mk_detector_t *det;
+    /* compute: the segmentation engine (pipeline.inflight frames at once) */
+    mk_segment_t *seg;
     char model_status[600];
-    mk_cut_t *cut;
-    mk_class_set_t classes, next_classes; /* next_classes: resolved by mk_pipeline_commit, taken by the hook */
-    int single_class;
 
     /* stages */
     mk_decode_t *dec;
@@ -132,11 +124,6 @@ struct mk_pipeline {
     atomic_uint_fast64_t cap_dropped, proc_dropped, no_person, held, errors;
 
     /* process thread state */
-    mk_select_state_t sel;
-    mk_detection_t dets_buf[MAX_DETS];
-    int ndets, have_dets;
-    uint64_t frame_no;
-    mk_image_t rgb, dev_in, dev_rgb, low, mask, alpha, h_mask, h_alpha, h_rgb;
     mk_decoded_t ready[16];
     int nready;
     uint64_t last_readers_ns, last_reader_seen_ns, last_publish_ns, last_tick_ns;
@@ -159,11 +146,6 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static double ms_since(uint64_t t0)
-{
-    return (double)(now_ns() - t0) / 1e6;
 }
 
 const char *mk_pipe_state_name(mk_pipe_state_t s)
@@ -254,17 +236,6 @@ static void on_change(void *user, const mk_opt_t *o, const mk_config_t *cfg)
         mk_log_set_level((mk_log_level_t)cfg->log.level);
     } else if (!strcmp(o->name, "source.controls")) {
         atomic_fetch_add(&p->ctrl_gen, 1);
-    } else if (!strcmp(o->name, "detect.classes")) {
-        p->classes = p->next_classes;
-        p->single_class = mk_select_class_single(&p->classes);
-    } else if (!strcmp(o->name, "cut.method")) {
-        mk_cut_t *c;
-        if (mk_cut_create(p->ctx, cfg->cut.method, &c)) {
-            MK_WARN("cut.method: %s: keeping %s", mk_err_msg(), mk_cut_name(p->cut));
-        } else {
-            mk_cut_destroy(p->cut);
-            p->cut = c;
-        }
     }
 }
 
@@ -282,16 +253,23 @@ int mk_pipeline_commit(mk_pipeline_t *p, const mk_config_txn_t *txn)
      * (rather than being acknowledged and left out of force by the hook). */
     if (mk_config_txn_touched(txn, mk_options_index(mk_options_find("detect.classes")))) {
         int n = 0;
-        const char *const *names = p->det ? mk_detector_names(p->det, &n) : NULL;
-        int rc = mk_select_classes(mk_config_txn_config(txn)->detect.classes, names, n, &p->next_classes);
+        const mk_detector_t *det = mk_segment_detector(p->seg);
+        const char *const *names = det ? mk_detector_names(det, &n) : NULL;
+        mk_class_set_t classes;
+        int rc = mk_select_classes(mk_config_txn_config(txn)->detect.classes, names, n, &classes);
         if (rc)
             return rc;
     }
     pthread_mutex_lock(&p->cfg_mu);
     int rc = mk_config_txn_commit(txn, &p->cfg, p->hooks);
     pthread_mutex_unlock(&p->cfg_mu);
-    if (rc > 0)
+    if (rc > 0) {
         atomic_fetch_add(&p->config_changes, (uint64_t)rc);
+        /* the frames submitted from now on segment with it (a new cut.method once the ones in flight are done) */
+        int src = mk_segment_set_config(p->seg, &p->cfg);
+        if (src)
+            MK_WARN("segmentation keeps its configuration: %s", mk_err_msg());
+    }
     return rc;
 }
 
@@ -723,37 +701,6 @@ static void *feed_main(void *arg)
 
 /* ---- process thread ------------------------------------------------------------------------------------------ */
 
-/* (Re)allocates img for the geometry unless it has it. */
-static int ensure(mk_pipeline_t *p, mk_image_t *img, int w, int h, mk_format_t fmt, mk_mem_t mem)
-{
-    if (img->data && img->width == w && img->height == h && img->format == fmt && img->mem == mem)
-        return 0;
-    mk_image_free(p->ctx, img);
-    *img = mk_image_desc(w, h, fmt, MK_U8);
-    return mk_image_alloc(p->ctx, img, mem);
-}
-
-/* A w x h view at (x, y) of an interleaved u8 image. */
-static mk_image_t view(const mk_image_t *img, int x, int y, int w, int h)
-{
-    mk_image_t v = *img;
-    v.data = (uint8_t *)img->data + (size_t)y * img->pitch + (size_t)x * (size_t)img->channels;
-    v.width = w;
-    v.height = h;
-    v.owned = 0;
-    return v;
-}
-
-static mk_mask_t mask_product(const mk_config_t *cfg, int x, int y)
-{
-    mk_mask_t m = {MK_MASK_ALPHA, (float)cfg->mask.value, (float)cfg->mask.feather, x, y};
-    if (cfg->mask.threshold == MK_CFG_THRESH_FIXED)
-        m.mode = MK_MASK_BINARY;
-    else if (cfg->mask.threshold == MK_CFG_THRESH_OTSU)
-        m.mode = MK_MASK_OTSU;
-    return m;
-}
-
 /* Refreshes the bus heartbeat when nothing was published for half its period. Readers take a writer whose
  * heartbeat is older than twice the period for dead, so this runs at every frame boundary, at least every half
  * period while no frame comes (tick_ms) and after the detector, the stage that may take long. */
@@ -773,236 +720,126 @@ static int tick_ms(const mk_pipeline_t *p)
     return half < 1 ? 1 : half < TICK_MS ? half : TICK_MS;
 }
 
-/* Runs the detector on the frame when it is due; a detector the backend cannot run is switched off. */
-static void detect(mk_pipeline_t *p, const mk_image_t *frame)
+/* The "detections" event of a frame the detector ran on. */
+static void detections_event(mk_pipeline_t *p, const mk_segment_result_t *r)
 {
-    const mk_config_t *cfg = &p->cfg;
-    if (!p->det || (p->have_dets && p->frame_no % (uint64_t)cfg->detect.every_n != 0))
+    if (!p->control)
         return;
-    uint64_t t0 = now_ns();
-    int n = 0;
-    int rc = mk_detector_run(p->det, frame, cfg, p->single_class, p->dets_buf, MAX_DETS, &n);
-    if (rc == MK_EUNSUPPORTED) {
-        MK_ERROR("detector switched off: %s; segmenting select.fallback instead", mk_err_msg());
-        pthread_mutex_lock(&p->stats_mu);
-        snprintf(p->model_status, sizeof p->model_status, "failed: %s", mk_err_msg());
-        pthread_mutex_unlock(&p->stats_mu);
-        mk_detector_close(p->det);
-        p->det = NULL;
-        return;
+    cJSON *ev = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(ev, "detections");
+    cJSON_AddNumberToObject(ev, "frame", (double)r->index);
+    for (int i = 0; i < r->ndets; i++) {
+        const mk_detection_t *d = &r->dets[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "class", d->class_id);
+        cJSON_AddNumberToObject(o, "score", round(d->prob * 1e4) / 1e4);
+        cJSON_AddNumberToObject(o, "x", round(d->x * 10) / 10);
+        cJSON_AddNumberToObject(o, "y", round(d->y * 10) / 10);
+        cJSON_AddNumberToObject(o, "w", round(d->w * 10) / 10);
+        cJSON_AddNumberToObject(o, "h", round(d->h * 10) / 10);
+        cJSON_AddItemToArray(arr, o);
     }
-    if (rc) {
-        atomic_fetch_add(&p->errors, 1);
-        MK_LOG_RL(5000, MK_LOG_ERROR, "detector: %s", mk_err_msg());
-        n = 0;
-    }
-    int kept = 0;
-    for (int i = 0; i < n; i++)
-        if (mk_select_class_in(&p->classes, p->dets_buf[i].class_id))
-            p->dets_buf[kept++] = p->dets_buf[i];
-    p->ndets = kept;
-    p->have_dets = 1;
-    p->sum_detect += ms_since(t0);
-    p->n_detect++;
-    atomic_fetch_add(&p->det_runs.n, 1);
-    atomic_fetch_add(&p->dets.n, (uint64_t)kept);
-    if (p->control) {
-        cJSON *ev = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(ev, "detections");
-        cJSON_AddNumberToObject(ev, "frame", (double)p->frame_no);
-        for (int i = 0; i < kept; i++) {
-            const mk_detection_t *d = &p->dets_buf[i];
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddNumberToObject(o, "class", d->class_id);
-            cJSON_AddNumberToObject(o, "score", round(d->prob * 1e4) / 1e4);
-            cJSON_AddNumberToObject(o, "x", round(d->x * 10) / 10);
-            cJSON_AddNumberToObject(o, "y", round(d->y * 10) / 10);
-            cJSON_AddNumberToObject(o, "w", round(d->w * 10) / 10);
-            cJSON_AddNumberToObject(o, "h", round(d->h * 10) / 10);
-            cJSON_AddItemToArray(arr, o);
-        }
-        publish_event(p, "detections", ev);
-    }
+    publish_event(p, "detections", ev);
 }
 
-/* One decoded frame from upload to publish. */
-static int process_frame(mk_pipeline_t *p, const mk_decoded_t *d)
+/* The detector's part of a segmented frame: counters, the event, a detector switched off. */
+static void note_detection(mk_pipeline_t *p, const mk_segment_result_t *r)
 {
-    const mk_config_t *cfg = &p->cfg;
-    mk_ctx_t *ctx = p->ctx;
-    mk_mem_t mem = mk_ctx_mem(ctx);
-    const mk_image_t *host = &d->image;
-    int w = host->width, h = host->height, rc = 0;
-    uint64_t t0 = now_ns();
-
-    /* The frame as u8 RGB (or BGR) in the context's memory. */
-    mk_image_t frame;
-    if (mem == MK_MEM_HOST) {
-        if (host->format == MK_FMT_YUYV) {
-            if ((rc = ensure(p, &p->rgb, w, h, MK_FMT_RGB, MK_MEM_HOST)) ||
-                (rc = mk_yuyv_to_rgb(ctx, host, &p->rgb)))
-                return rc;
-            frame = p->rgb;
-        } else {
-            frame = *host;
-        }
-    } else {
-        if ((rc = ensure(p, &p->dev_in, w, h, host->format, mem)) || (rc = mk_image_upload(ctx, &p->dev_in, host)))
-            return rc;
-        frame = p->dev_in;
-        if (host->format == MK_FMT_YUYV) {
-            if ((rc = ensure(p, &p->dev_rgb, w, h, MK_FMT_RGB, mem)) ||
-                (rc = mk_yuyv_to_rgb(ctx, &p->dev_in, &p->dev_rgb)))
-                return rc;
-            frame = p->dev_rgb;
-        }
+    if (r->detector_off) {
+        pthread_mutex_lock(&p->stats_mu);
+        snprintf(p->model_status, sizeof p->model_status, "failed: %s", r->det_err);
+        pthread_mutex_unlock(&p->stats_mu);
     }
+    if (!r->detected)
+        return;
+    if (r->det_rc)
+        atomic_fetch_add(&p->errors, 1);
+    p->sum_detect += r->ms.detect;
+    p->n_detect++;
+    atomic_fetch_add(&p->det_runs.n, 1);
+    atomic_fetch_add(&p->dets.n, (uint64_t)r->ndets);
+    detections_event(p, r);
+}
 
-    detect(p, &frame);
-    heartbeat(p);
-
-    mk_box_t box;
-    uint32_t track = 0;
-    int chosen = -1;
-    mk_select_result_t res;
-    if (p->det) {
-        res = mk_select_choose(&p->sel, cfg, &p->classes, p->dets_buf, p->ndets, &chosen, &box, &track);
-    } else {
-        box = mk_select_fallback(cfg, w, h);
-        res = box.w > 0 && box.h > 0 ? MK_SELECT_FALLBACK : MK_SELECT_NONE;
-    }
-
-    int alpha_plane = cfg->mask.alpha;
-    int alpha_shared = cfg->mask.threshold == MK_CFG_THRESH_NONE; /* the mask is the alpha matte */
-    if ((rc = ensure(p, &p->mask, w, h, MK_FMT_GRAY, mem)) ||
-        (alpha_plane && !alpha_shared && (rc = ensure(p, &p->alpha, w, h, MK_FMT_GRAY, mem))))
-        return rc;
-    uint32_t flags = 0;
-    int roi[4];
-    uint64_t t_cut = now_ns();
-    if (res != MK_SELECT_NONE && mk_select_roi(&box, cfg->select.margin, w, h, MIN_ROI, roi) == 0) {
-        int s = cfg->guided.scale, side = roi[2] > roi[3] ? roi[2] : roi[3];
-        /* GrabCut works on the region reduced just enough that its longer side fits grabcut.roi_max_side; the
-         * guided filter then upsamples from that resolution */
-        if (mk_cut_method(p->cut) == MK_CFG_CUT_GRABCUT)
-            s = (side + cfg->grabcut.roi_max_side - 1) / cfg->grabcut.roi_max_side;
-        if (s > MK_GUIDED_MAX_SCALE)
-            s = MK_GUIDED_MAX_SCALE;
-        int lw = (roi[2] + s - 1) / s, lh = (roi[3] + s - 1) / s;
-        if ((rc = ensure(p, &p->low, (w + s - 1) / s, (h + s - 1) / s, MK_FMT_GRAY, mem)))
-            return rc;
-        mk_image_t roi_img = view(&frame, roi[0], roi[1], roi[2], roi[3]);
-        mk_image_t low = view(&p->low, 0, 0, lw, lh);
-        mk_box_t in_roi = {box.x - (float)roi[0], box.y - (float)roi[1], box.w, box.h};
-        mk_guided_t g = {cfg->guided.radius, cfg->guided.eps, s, 0};
-        mk_mask_t m = mask_product(cfg, roi[0], roi[1]);
-        if ((rc = mk_cut_run(p->cut, &roi_img, &in_roi, cfg, &low)) ||
-            (rc = mk_guided_upsample(ctx, &roi_img, &low, &p->mask, &g, &m)))
-            return rc;
-        if (alpha_plane && !alpha_shared) {
-            m.mode = MK_MASK_ALPHA;
-            if ((rc = mk_guided_upsample(ctx, &roi_img, &low, &p->alpha, &g, &m)))
-                return rc;
-        }
-        flags |= MASKBUS_FLAG_KEYFRAME;
-        if (res == MK_SELECT_HELD)
-            atomic_fetch_add(&p->held, 1);
-    } else {
-        res = MK_SELECT_NONE;
-        memset(&box, 0, sizeof box); /* as mk_select_choose gives it: no target, no box */
-        if ((rc = mk_image_memset(ctx, &p->mask, 0)) ||
-            (alpha_plane && !alpha_shared && (rc = mk_image_memset(ctx, &p->alpha, 0))))
-            return rc;
-        flags |= MASKBUS_FLAG_NO_PERSON;
-        atomic_fetch_add(&p->no_person, 1);
-    }
-    p->sum_cut += ms_since(t_cut);
-    p->n_cut++;
-
-    /* To the host. */
+/* Publishes a segmented frame on the bus. */
+static int publish_frame(mk_pipeline_t *p, const mk_segment_result_t *r)
+{
     uint64_t t_pub = now_ns();
-    const mk_image_t *hm = &p->mask, *ha = alpha_shared ? &p->mask : &p->alpha, *hf = NULL;
-    if (cfg->bus.frame)
-        hf = host->format == MK_FMT_YUYV ? (mem == MK_MEM_HOST ? &p->rgb : &p->dev_rgb) : host;
-    if (mem != MK_MEM_HOST) {
-        if ((rc = ensure(p, &p->h_mask, w, h, MK_FMT_GRAY, MK_MEM_PINNED)) ||
-            (rc = mk_image_download(ctx, &p->h_mask, &p->mask)))
-            return rc;
-        hm = &p->h_mask;
-        if (alpha_plane && !alpha_shared) {
-            if ((rc = ensure(p, &p->h_alpha, w, h, MK_FMT_GRAY, MK_MEM_PINNED)) ||
-                (rc = mk_image_download(ctx, &p->h_alpha, &p->alpha)))
-                return rc;
-            ha = &p->h_alpha;
-        } else {
-            ha = hm;
-        }
-        if (hf && hf->mem != MK_MEM_HOST) {
-            if ((rc = ensure(p, &p->h_rgb, w, h, MK_FMT_RGB, MK_MEM_PINNED)) ||
-                (rc = mk_image_download(ctx, &p->h_rgb, hf)))
-                return rc;
-            hf = &p->h_rgb;
-        }
-    }
-    if ((rc = mk_ctx_sync(ctx)))
-        return rc;
-    if (hf && hf->format != MK_FMT_RGB) {
-        MK_LOG_RL(60000, MK_LOG_WARN, "bus.frame: the source delivers %s frames; the frame plane is RGB only",
-                  mk_format_name(hf->format));
-        hf = NULL;
-    }
-
     maskbus_frame_in_t fr;
     memset(&fr, 0, sizeof fr);
-    fr.frame_seq = d->seq;
-    fr.capture_ns = (uint64_t)d->capture_ns;
-    fr.width = (uint32_t)w;
-    fr.height = (uint32_t)h;
-    fr.flags = flags;
-    fr.data[MASKBUS_PLANE_MASK] = hm->data;
-    fr.stride[MASKBUS_PLANE_MASK] = hm->pitch;
-    if (alpha_plane) {
-        fr.data[MASKBUS_PLANE_ALPHA] = ha->data;
-        fr.stride[MASKBUS_PLANE_ALPHA] = ha->pitch;
+    fr.frame_seq = r->seq;
+    fr.capture_ns = (uint64_t)r->capture_ns;
+    fr.width = (uint32_t)r->width;
+    fr.height = (uint32_t)r->height;
+    fr.flags = r->flags;
+    fr.data[MASKBUS_PLANE_MASK] = r->mask.data;
+    fr.stride[MASKBUS_PLANE_MASK] = r->mask.pitch;
+    if (r->alpha.data) {
+        fr.data[MASKBUS_PLANE_ALPHA] = r->alpha.data;
+        fr.stride[MASKBUS_PLANE_ALPHA] = r->alpha.pitch;
     }
-    if (hf) {
-        fr.data[MASKBUS_PLANE_FRAME] = hf->data;
-        fr.stride[MASKBUS_PLANE_FRAME] = hf->pitch;
+    if (r->frame.data) {
+        fr.data[MASKBUS_PLANE_FRAME] = r->frame.data;
+        fr.stride[MASKBUS_PLANE_FRAME] = r->frame.pitch;
     }
     maskbus_detection_t bd[MASKBUS_MAX_DETECTIONS];
     int nb = 0;
-    if (p->det) {
-        /* The chosen box first, so that it is never among the ones beyond the bus's limit. */
-        for (int pass = 0; pass < 2; pass++)
-            for (int i = 0; i < p->ndets && nb < (int)MASKBUS_MAX_DETECTIONS; i++) {
-                if ((i == chosen) != (pass == 0))
-                    continue;
-                const mk_detection_t *e = &p->dets_buf[i];
-                bd[nb] = (maskbus_detection_t){e->class_id, e->prob, e->x, e->y, e->w, e->h,
-                                               i == chosen ? track : 0, i == chosen ? 1u : 0u};
-                nb++;
-            }
-    }
+    /* The chosen box first, so that it is never among the ones beyond the bus's limit. */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < r->ndets && nb < (int)MASKBUS_MAX_DETECTIONS; i++) {
+            if ((i == r->chosen) != (pass == 0))
+                continue;
+            const mk_detection_t *e = &r->dets[i];
+            bd[nb] = (maskbus_detection_t){e->class_id, e->prob, e->x, e->y, e->w, e->h,
+                                           i == r->chosen ? r->track : 0, i == r->chosen ? 1u : 0u};
+            nb++;
+        }
     fr.ndetections = (uint32_t)nb;
     fr.detections = bd;
-    if ((rc = maskbus_writer_publish(p->bus, &fr)) < 0)
+    if (maskbus_writer_publish(p->bus, &fr) < 0)
         return mk_err_set(MK_EIO, "publishing on the bus: %s", maskbus_writer_error(p->bus));
     uint64_t done = now_ns();
+    double pub_ms = (double)(done - t_pub) / 1e6;
     p->last_publish_ns = done;
-    p->sum_publish += (double)(done - t_pub) / 1e6;
+    p->sum_publish += r->ms.download + pub_ms;
     p->n_publish++;
-    p->sum_process += (double)(done - t0) / 1e6;
+    p->sum_process += r->ms.total + pub_ms;
     p->n_process++;
-    p->lat_ns[p->lat_count++ % LAT_WINDOW] = done - (uint64_t)d->capture_ns;
+    p->lat_ns[p->lat_count++ % LAT_WINDOW] = done - (uint64_t)r->capture_ns;
     atomic_fetch_add(&p->published.n, 1);
-
-    pthread_mutex_lock(&p->stats_mu);
-    p->target = box;
-    p->target_track = track;
-    p->target_from = res;
-    pthread_mutex_unlock(&p->stats_mu);
-
-    ready_once(p, "running: first mask published (%dx%d)", w, h);
     return 0;
+}
+
+/* A segmented frame: its counters, then the bus. */
+static void finish_frame(mk_pipeline_t *p, mk_segment_result_t *r)
+{
+    note_detection(p, r);
+    atomic_fetch_add(&p->processed.n, 1);
+    int rc = r->rc;
+    if (!rc) {
+        if (r->flags & MASKBUS_FLAG_NO_PERSON)
+            atomic_fetch_add(&p->no_person, 1);
+        else if (r->select == MK_SELECT_HELD)
+            atomic_fetch_add(&p->held, 1);
+        p->sum_cut += r->ms.cut + r->ms.guided;
+        p->n_cut++;
+        rc = publish_frame(p, r);
+    } else {
+        mk_err_set(rc, "%s", r->err);
+    }
+    if (rc) {
+        atomic_fetch_add(&p->errors, 1);
+        MK_LOG_RL(5000, MK_LOG_ERROR, "frame %llu: %s", (unsigned long long)r->seq, mk_err_msg());
+    } else {
+        pthread_mutex_lock(&p->stats_mu);
+        p->target = r->box;
+        p->target_track = r->track;
+        p->target_from = r->select;
+        pthread_mutex_unlock(&p->stats_mu);
+        ready_once(p, "running: first mask published (%dx%d)", r->width, r->height);
+    }
+    mk_decoded_t d = r->decoded;
+    mk_segment_release(p->seg, r);
+    mk_decode_release(p->dec, &d);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -1157,23 +994,42 @@ static int next_frame(mk_pipeline_t *p, int wait_ms, mk_decoded_t *out)
     return 1;
 }
 
+/* Collects the next segmented frame (waiting up to wait_ms) and finishes it. 1 when one was finished. */
+static int collect(mk_pipeline_t *p, int wait_ms)
+{
+    mk_segment_result_t *r;
+    if (mk_segment_collect(p->seg, wait_ms, &r) != MK_SEGMENT_OK)
+        return 0;
+    finish_frame(p, r);
+    heartbeat(p);
+    return 1;
+}
+
 static void *process_main(void *arg)
 {
     mk_pipeline_t *p = arg;
     while (!atomic_load(&p->stop)) {
         boundary(p);
+        int pending = mk_segment_pending(p->seg), room = pending < mk_segment_depth(p->seg);
         mk_decoded_t d;
-        if (!next_frame(p, tick_ms(p), &d))
+        if (room && next_frame(p, pending ? 0 : tick_ms(p), &d)) {
+            /* a slot is free (room), so this does not wait */
+            int rc = mk_segment_submit_decoded(p->seg, &d, 0);
+            if (rc != MK_SEGMENT_OK) {
+                atomic_fetch_add(&p->processed.n, 1);
+                atomic_fetch_add(&p->errors, 1);
+                MK_LOG_RL(5000, MK_LOG_ERROR, "frame %llu: %s", (unsigned long long)d.seq,
+                          rc < 0 ? mk_err_msg() : "no free segmentation slot");
+                mk_decode_release(p->dec, &d);
+            }
             continue;
-        int rc = process_frame(p, &d);
-        mk_decode_release(p->dec, &d);
-        atomic_fetch_add(&p->processed.n, 1);
-        p->frame_no++;
-        if (rc) {
-            atomic_fetch_add(&p->errors, 1);
-            MK_LOG_RL(5000, MK_LOG_ERROR, "frame %llu: %s", (unsigned long long)d.seq, mk_err_msg());
         }
+        if (pending)
+            collect(p, room ? POLL_MS : tick_ms(p));
     }
+    /* the frames in flight are finished and published */
+    while (collect(p, -1))
+        ;
     while (p->nready)
         mk_decode_release(p->dec, &p->ready[--p->nready]);
     return NULL;
@@ -1241,7 +1097,6 @@ int mk_pipeline_create(const mk_pipeline_opts_t *opts, const mk_config_t *cfg, m
     p->boot = *cfg;
     p->start_ns = now_ns();
     p->state = MK_PIPE_STARTING;
-    mk_select_init(&p->sel);
     pthread_mutex_init(&p->cfg_mu, NULL);
     pthread_mutex_init(&p->apply_mu, NULL);
     pthread_mutex_init(&p->idle_mu, NULL);
@@ -1258,38 +1113,26 @@ int mk_pipeline_create(const mk_pipeline_opts_t *opts, const mk_config_t *cfg, m
     int rc = 0;
     if (!(p->hooks = mk_opt_hooks_new()) || mk_opt_hooks_set(p->hooks, "*", on_change, p))
         rc = mk_err_set(MK_ENOMEM, "out of memory");
-    if (!rc && (rc = mk_ctx_create((mk_backend_t)cfg->backend, &p->ctx)))
-        mk_err_wrap(rc, "backend %s", mk_backend_name((mk_backend_t)cfg->backend));
-    if (!rc && cfg->detect.cfg[0] && (rc = mk_detector_open(p->ctx, cfg, &p->det)))
-        mk_err_wrap(rc, "detector");
+    if (!rc)
+        rc = mk_segment_create(cfg, &p->seg);
     if (!rc) {
-        int n = 0;
-        const char *const *names = p->det ? mk_detector_names(p->det, &n) : NULL;
-        if ((rc = mk_select_classes(cfg->detect.classes, names, n, &p->classes)))
-            mk_err_wrap(rc, "the configuration");
-        p->single_class = mk_select_class_single(&p->classes);
-    }
-    if (!rc) {
-        if (p->det) {
+        const mk_detector_t *det = mk_segment_detector(p->seg);
+        if (det) {
             int nw, nh, classes;
-            mk_detector_info(p->det, &nw, &nh, &classes);
+            mk_detector_info(det, &nw, &nh, &classes);
             snprintf(p->model_status, sizeof p->model_status, "loaded: %dx%d input, %d classes, %.2f BFLOPs", nw,
-                     nh, classes, mk_detector_flops(p->det) / 1e9);
-        } else if (cfg->detect.weights[0]) {
-            rc = mk_err_set(MK_EINVAL, "detect.weights is set but detect.cfg is empty");
+                     nh, classes, mk_detector_flops(det) / 1e9);
         } else {
             snprintf(p->model_status, sizeof p->model_status,
                      "none: no detect.cfg/detect.weights configured, segmenting select.fallback");
         }
     }
-    if (!rc)
-        rc = mk_cut_create(p->ctx, cfg->cut.method, &p->cut);
     if (!rc && !(p->src_controls = controls_stats()))
         rc = mk_err_set(MK_ENOMEM, "out of memory");
     mk_decode_config_t dc;
     mk_decode_config_init(&dc);
     dc.threads = cfg->pipeline.decode_threads;
-    dc.depth = 2 * dc.threads + cfg->pipeline.queue_depth + 2;
+    dc.depth = 2 * dc.threads + cfg->pipeline.queue_depth + cfg->pipeline.inflight + 2;
     if (dc.depth > 64)
         dc.depth = 64;
     if (!rc)
@@ -1310,8 +1153,10 @@ int mk_pipeline_create(const mk_pipeline_opts_t *opts, const mk_config_t *cfg, m
         mk_pipeline_destroy(p);
         return rc;
     }
-    MK_INFO("backend %s (%s); model %s; cut %s; bus %s", mk_backend_name(mk_ctx_backend(p->ctx)),
-            mk_ctx_device_name(p->ctx), p->model_status, mk_cut_name(p->cut), p->bus_name);
+    MK_INFO("backend %s (%s); model %s; cut %s; %d frame%s in flight; bus %s",
+            mk_backend_name(mk_segment_backend(p->seg)), mk_segment_device_name(p->seg), p->model_status,
+            mk_segment_cut_name(p->seg), mk_segment_depth(p->seg), mk_segment_depth(p->seg) == 1 ? "" : "s",
+            p->bus_name);
     *out = p;
     return 0;
 }
@@ -1368,19 +1213,13 @@ void mk_pipeline_destroy(mk_pipeline_t *p)
         return;
     mk_pipeline_stop(p);
     maskbus_writer_close(p->bus, 0);
+    mk_segment_destroy(p->seg);
     mk_decode_destroy(p->dec);
     for (int i = 0; i < p->nbufs; i++)
         free(p->bufs[i].data);
     free(p->bufs);
     mk_queue_destroy(p->capq);
     mk_queue_destroy(p->freeq);
-    mk_image_t *imgs[] = {&p->rgb, &p->dev_in, &p->dev_rgb, &p->low, &p->mask, &p->alpha, &p->h_mask, &p->h_alpha,
-                          &p->h_rgb};
-    for (size_t i = 0; i < sizeof imgs / sizeof imgs[0]; i++)
-        mk_image_free(p->ctx, imgs[i]);
-    mk_cut_destroy(p->cut);
-    mk_detector_close(p->det);
-    mk_ctx_destroy(p->ctx);
     mk_opt_hooks_free(p->hooks);
     cJSON_Delete(p->src_controls);
     pthread_mutex_destroy(&p->cfg_mu);
@@ -1414,8 +1253,8 @@ cJSON *mk_pipeline_stats(mk_pipeline_t *p)
     cJSON_AddNumberToObject(o, "uptime_s", r2((double)(now_ns() - p->start_ns) / 1e9));
     cJSON_AddStringToObject(o, "instance", p->instance);
     cJSON_AddStringToObject(o, "bus", p->bus_name);
-    cJSON_AddStringToObject(o, "backend", mk_backend_name(mk_ctx_backend(p->ctx)));
-    cJSON_AddStringToObject(o, "device", mk_ctx_device_name(p->ctx));
+    cJSON_AddStringToObject(o, "backend", mk_backend_name(mk_segment_backend(p->seg)));
+    cJSON_AddStringToObject(o, "device", mk_segment_device_name(p->seg));
 
     pthread_mutex_lock(&p->cfg_mu);
     char spec[MK_CFG_STR_MAX], mcfg[MK_CFG_STR_MAX], mweights[MK_CFG_STR_MAX];

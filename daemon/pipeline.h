@@ -6,13 +6,15 @@
  *                    a change and after opening the source afresh
  *   decode feeder    capture queue -> decode pool (mk_decode: MJPEG on pipeline.decode_threads workers, raw frames
  *                    passed through, order kept, corrupt frames counted and skipped)
- *   process thread   decode pool -> its ready queue (pipeline.queue_depth) -> upload -> YUYV to RGB -> detect
- *                    (letterbox, forward, decode + NMS; every detect.every_n frames, when a detector is
- *                    configured) -> box choice (select.*) -> cut (cut.method) -> guided upsampling and the mask
- *                    products (guided.*, mask.*) -> download -> publish on the bus (frame_seq and capture_ns of
- *                    the source frame, the detections, flags KEYFRAME or NO_PERSON)
+ *   process thread   decode pool -> its ready queue (pipeline.queue_depth) -> the segmentation engine
+ *                    (segment.h: upload -> YUYV to RGB -> detect every detect.every_n frames -> box choice -> cut
+ *                    -> guided upsampling and the mask products -> download; pipeline.inflight frames at once,
+ *                    results in frame order, identical to one at a time) -> publish on the bus (frame_seq and
+ *                    capture_ns of the source frame, the detections, flags KEYFRAME or NO_PERSON)
  * Every pixel operation is a kernels op on the context of the configured backend.
  *
+ * The process thread submits frames to the engine while it has a free slot and publishes the results as they
+ * come; while frames are in flight and a slot is free it looks for the next frame every POLL_MS.
  * The process thread is also the pipeline's clock: at every frame boundary, and at least every 50 ms (or half
  * bus.heartbeat_ms, when that is less) while no frame comes (idle, source lost), it applies the control server's
  * pending sets (mk_control_apply_pending) and configurations handed over with mk_pipeline_apply(), pings the

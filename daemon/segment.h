@@ -118,7 +118,8 @@ typedef struct {
     mk_detection_t dets[MK_SEGMENT_MAX_DETS]; /* the frame's detections (of detect.classes), frame pixels, most
                                                * probable first; reused ones on frames between detections */
     int ndets;
-    int detected;           /* 1: the detector ran on this frame (0: reused, no detector, or failed early) */
+    int detected;           /* 1: the detector ran on this frame (det_rc says whether it failed); 0: detections
+                             * reused (detect.every_n), no detector, or the frame failed before detection */
     int det_rc;             /* the detector's error on this frame (the frame then has no detections), else 0 */
     int detector_off;       /* 1: the detector failed with MK_EUNSUPPORTED on this frame and is switched off
                              * (select.fallback from now on); det_err says why */

@@ -87,6 +87,8 @@ int mk_cuda_probe(char *why, size_t why_len);
 int mk_cuda_ctx_init(mk_ctx_t *ctx);
 void mk_cuda_ctx_fini(mk_ctx_t *ctx);
 int mk_cuda_sync(mk_ctx_t *ctx);
+/* mk_ctx_wait on two CUDA contexts. */
+int mk_cuda_wait(mk_ctx_t *waiter, mk_ctx_t *signaller);
 int mk_cuda_alloc(mk_ctx_t *ctx, size_t bytes, mk_mem_t mem, void **ptr);
 void mk_cuda_free(mk_ctx_t *ctx, void *ptr, mk_mem_t mem);
 /* cudaMemcpy2DAsync with the direction inferred from the pointers (unified addressing). */

@@ -182,6 +182,20 @@ int mk_ctx_sync(mk_ctx_t *ctx)
     return 0;
 }
 
+int mk_ctx_wait(mk_ctx_t *waiter, mk_ctx_t *signaller)
+{
+    if (!waiter || !signaller)
+        return mk_err_set(MK_EINVAL, "mk_ctx_wait: NULL context");
+    if (waiter->backend != signaller->backend)
+        return mk_err_set(MK_EINVAL, "mk_ctx_wait: a %s context cannot wait for a %s one",
+                          mk_backend_name(waiter->backend), mk_backend_name(signaller->backend));
+#ifdef MK_HAVE_CUDA
+    if (waiter->backend == MK_BACKEND_CUDA && waiter != signaller)
+        return mk_cuda_wait(waiter, signaller);
+#endif
+    return 0;
+}
+
 int mk_ctx_scratch(mk_ctx_t *ctx, mk_scratch_slot_t slot, size_t bytes, void **ptr, int *fresh)
 {
     if ((unsigned)slot >= MK_SCRATCH_COUNT)

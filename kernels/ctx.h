@@ -31,6 +31,12 @@ const char *mk_ctx_device_name(const mk_ctx_t *ctx);
 void *mk_ctx_stream(const mk_ctx_t *ctx);
 /* Waits until all work queued on the context has finished; reports asynchronous CUDA errors. */
 int mk_ctx_sync(mk_ctx_t *ctx);
+/* Orders two contexts without blocking the host: the work queued on `waiter` from now on starts only after the
+ * work queued on `signaller` so far has finished (CUDA: an event recorded on the signaller's stream that the
+ * waiter's stream waits for). A no-op on the CPU backend, whose ops finish before they return. Both contexts of
+ * the same backend; each must not be in use by another thread during the call. Device memory is shared by all
+ * CUDA contexts of the process, so a pointer made on one may be read on the other once ordered so. */
+int mk_ctx_wait(mk_ctx_t *waiter, mk_ctx_t *signaller);
 
 /* Runs fn(arg) and measures it: on CUDA with events around it on the context's stream (the device time from the
  * first to the last queued operation, host launch gaps included), on the CPU with CLOCK_MONOTONIC. Synchronises.

@@ -73,6 +73,20 @@ extern "C" int mk_cuda_sync(mk_ctx_t *ctx)
     return MK_CUDA_CHECK(cudaStreamSynchronize(MK_STREAM(ctx)));
 }
 
+extern "C" int mk_cuda_wait(mk_ctx_t *waiter, mk_ctx_t *signaller)
+{
+    /* An event per call: destroying it right after the wait is queued is allowed (its resources go once the
+     * wait is satisfied), and the contexts keep no extra state. */
+    cudaEvent_t ev = NULL;
+    int rc;
+    if ((rc = MK_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming))))
+        return rc;
+    if (!(rc = MK_CUDA_CHECK(cudaEventRecord(ev, MK_STREAM(signaller)))))
+        rc = MK_CUDA_CHECK(cudaStreamWaitEvent(MK_STREAM(waiter), ev, 0));
+    int rd = MK_CUDA_CHECK(cudaEventDestroy(ev));
+    return rc ? rc : rd;
+}
+
 extern "C" int mk_cuda_alloc(mk_ctx_t *ctx, size_t bytes, mk_mem_t mem, void **ptr)
 {
     (void)ctx;
