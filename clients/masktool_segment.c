@@ -101,9 +101,10 @@ static void usage(FILE *f)
             "                        [--set KEY=VALUE]... [--backend auto|cpu|cuda] [--inflight N] [--quiet]\n"
             "Runs maskd's per-frame segmentation (detection, box choice, cut, guided upsampling, mask products)\n"
             "on INPUT and writes, per frame, OUTDIR/NAME.png: the 8-bit mask (255 = person).\n"
-            "INPUT: an image (JPEG, PNG, BMP, PNM), a directory of JPEGs (in version order of their names), an\n"
-            "MJPEG AVI, a raw MJPEG stream or a Y4M file. NAME is the image's file name without its extension, or\n"
-            "the frame number (%%06d, from 0) of a video. Frames that cannot be decoded are reported and skipped.\n"
+            "INPUT: an image (PNG, BMP, PNM, or JPEG named *.jpg or *.jpeg), a directory of JPEGs (in version\n"
+            "order of their names), an MJPEG AVI, a raw MJPEG stream (other JPEG files) or a Y4M file. NAME is the\n"
+            "image's file name without its extension, or the frame number (%%06d, from 0) of a video. Frames that\n"
+            "cannot be decoded are reported and skipped.\n"
             "\n"
             "  -o, --output OUTDIR  where the files go (created if missing), with OUTDIR/segment.json: per frame\n"
             "                       the size, detections, chosen box, flags and time; totals and frames per second\n"
@@ -125,7 +126,8 @@ static void usage(FILE *f)
             "cut is the fixed rectangle select.fallback. For example, with the shared data's detector:\n"
             "  --set detect.cfg=M/yolo-fastest-1.1_body.cfg --set detect.weights=M/yolo-fastest-1.1_body.weights\n"
             "cut.method is the configuration's (box by default; grabcut when asked). source.* options do not\n"
-            "apply: INPUT is read once, as fast as it is processed.\n"
+            "apply: INPUT is read once, as fast as it is processed. Logging: warnings, unless log.level is set or\n"
+            "MASKD_LOG=error|warn|info|debug|trace.\n"
             "Exit status: 0 when every frame was written (corrupt frames skipped and counted), 1 on an error or\n"
             "when a frame failed; SIGINT/SIGTERM finish the frames in hand, write segment.json and exit with 130.\n");
 }
@@ -268,14 +270,15 @@ static int open_input(seg_t *s)
     if (stat(s->input, &st))
         return mk_err_set(MK_EIO, "%s: %s", s->input, strerror(errno));
     if (S_ISREG(st.st_mode)) {
-        void *head = NULL;
-        size_t len = 0;
-        int rc = mk_file_read(s->input, &head, &len);
-        if (rc)
-            return rc;
+        unsigned char head[64];
+        FILE *f = fopen(s->input, "rb");
+        if (!f)
+            return mk_err_set(MK_EIO, "%s: %s", s->input, strerror(errno));
+        size_t len = fread(head, 1, sizeof head, f);
+        fclose(f);
         mk_file_format_t ff = mk_imageio_sniff(head, len);
-        free(head);
-        if (ff != MK_FILE_UNKNOWN) {
+        /* JPEG data is one image when the name says so, else a raw MJPEG stream (concatenated JPEGs). */
+        if (ff != MK_FILE_UNKNOWN && (ff != MK_FILE_JPEG || mk_imageio_format_from_path(s->input) == MK_FILE_JPEG)) {
             s->single = 1;
             s->png_out = ff == MK_FILE_PNG;
             s->total = 1;
@@ -830,6 +833,14 @@ int mt_segment(int argc, char **argv)
     }
     if (s.product != OUT_MASK)
         s.cfg->mask.alpha = 1;
+    if (!getenv("MASKD_LOG")) { /* log.level when it was asked for; else warnings only, beside the progress */
+        mk_config_t *def = malloc(sizeof *def);
+        if (!def)
+            goto oom;
+        mk_config_defaults(def);
+        mk_log_set_level(s.cfg->log.level != def->log.level ? (mk_log_level_t)s.cfg->log.level : MK_LOG_WARN);
+        free(def);
+    }
     if (s.bg_path && mk_imageio_load(s.bg_path, MK_FMT_RGB, &s.bg_file)) {
         fail_msg("background: %s", mk_err_msg());
         goto out;
