@@ -123,7 +123,7 @@ static void usage(FILE *f)
             "  --inflight N         frames in flight in the engine (sets pipeline.inflight)\n"
             "  --quiet              no progress bar on stderr\n"
             "The person detector is the configuration's (detect.cfg, detect.weights): like maskd, without one the\n"
-            "cut is the fixed rectangle select.fallback. For example, with the shared data's detector:\n"
+            "cut is the fixed rectangle select.fallback. For example, with M the folder of Yolo-Fastest 1.1 body:\n"
             "  --set detect.cfg=M/yolo-fastest-1.1_body.cfg --set detect.weights=M/yolo-fastest-1.1_body.weights\n"
             "cut.method is the configuration's (box by default; grabcut when asked). source.* options do not\n"
             "apply: INPUT is read once, as fast as it is processed. Logging: warnings, unless log.level is set or\n"

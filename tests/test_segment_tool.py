@@ -17,24 +17,10 @@ import tempfile
 import time
 import zlib
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from testutil import check, data_dir, failures  # noqa: E402
+
 MASKTOOL = os.environ["MASKTOOL"]
-SKIP = 77
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def data_dir():
-    d = os.environ.get("MASKD_TEST_DATA")
-    if not d:
-        root = os.environ.get("MASKD_SOURCE_ROOT", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-        d = os.path.join(root, "..", "shared", "data")
-    return d if os.path.isdir(d) else None
 
 
 # ---- PNG, Y4M, JPEG headers -----------------------------------------------------------------------------------
