@@ -831,7 +831,7 @@ static const struct {
     {"grabcut-score", "GrabCut accuracy on the 33-image benchmark vs ground truth and OpenCV", mt_grabcut_score},
     {"segment", "segment an image, a JPEG directory or a video like maskd: masks, cut-outs, composites", mt_segment},
     {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|guided|yolo-decode|detect|"
-              "grabcut|maxflow|all)", mt_bench},
+              "grabcut|maxflow|pipeline|all)", mt_bench},
     {"bus-bench", "benchmark the frame bus with reader processes, print JSON (also a test writer)", mt_bus_bench},
     {"demo", "run the kernels on a built-in scene (no camera or data needed)", cmd_demo},
     {"info", "print the backends and devices this build can use", cmd_info},

@@ -47,5 +47,7 @@ int mt_gc_run(mk_ctx_t *ctx, const mk_image_t *img, const mk_rect_t *rect, const
 int mt_decode(int argc, char **argv);
 /* `masktool segment` (clients/masktool_segment.c). */
 int mt_segment(int argc, char **argv);
+/* `masktool bench pipeline`: argv[0] is "pipeline" (clients/masktool_pipeline_bench.c). */
+int mt_bench_pipeline(int argc, char **argv);
 
 #endif

@@ -639,6 +639,8 @@ int mt_bench(int argc, char **argv)
         return mt_bench_detect(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "grabcut") || !strcmp(argv[1], "maxflow")))
         return mt_bench_grabcut(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "pipeline"))
+        return mt_bench_pipeline(argc - 1, argv + 1);
     while ((c = getopt_long(argc, argv, "b:r:w:i:s:n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'b': backend = optarg; break;
@@ -656,7 +658,7 @@ int mt_bench(int argc, char **argv)
     }
     if (optind != argc - 1) {
         fprintf(stderr, "masktool bench: one OP expected: letterbox, threshold, otsu, guided, all, yolo-decode, "
-                        "detect, grabcut or maxflow\n");
+                        "detect, grabcut, maxflow or pipeline\n");
         return 2;
     }
     const char *op = argv[optind];

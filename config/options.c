@@ -276,7 +276,8 @@ static const mk_opt_t table[] = {
     INT("pipeline.inflight", pipeline.inflight, "2", 1, 4, 0,
         "Frames segmented at once, each on its own stream and thread (CUDA: one frame's upload, detection and "
         "download overlap another's GrabCut; CPU: frames on several cores). The masks are the same at every "
-        "depth; more in flight raises throughput, not the latency of a frame."),
+        "depth; more in flight raises throughput, not the latency of a frame. On the CPU backend of a machine with "
+        "few cores 1 is better (the CPU ops already use every core)."),
     BOOL("idle.enable", idle.enable, "true", LIVE,
          "Stop capturing (camera LED off) while no bus reader has been attached for `idle.timeout_s`; resume "
          "when one attaches."),

@@ -765,36 +765,8 @@ static int publish_frame(mk_pipeline_t *p, const mk_segment_result_t *r)
 {
     uint64_t t_pub = now_ns();
     maskbus_frame_in_t fr;
-    memset(&fr, 0, sizeof fr);
-    fr.frame_seq = r->seq;
-    fr.capture_ns = (uint64_t)r->capture_ns;
-    fr.width = (uint32_t)r->width;
-    fr.height = (uint32_t)r->height;
-    fr.flags = r->flags;
-    fr.data[MASKBUS_PLANE_MASK] = r->mask.data;
-    fr.stride[MASKBUS_PLANE_MASK] = r->mask.pitch;
-    if (r->alpha.data) {
-        fr.data[MASKBUS_PLANE_ALPHA] = r->alpha.data;
-        fr.stride[MASKBUS_PLANE_ALPHA] = r->alpha.pitch;
-    }
-    if (r->frame.data) {
-        fr.data[MASKBUS_PLANE_FRAME] = r->frame.data;
-        fr.stride[MASKBUS_PLANE_FRAME] = r->frame.pitch;
-    }
     maskbus_detection_t bd[MASKBUS_MAX_DETECTIONS];
-    int nb = 0;
-    /* The chosen box first, so that it is never among the ones beyond the bus's limit. */
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < r->ndets && nb < (int)MASKBUS_MAX_DETECTIONS; i++) {
-            if ((i == r->chosen) != (pass == 0))
-                continue;
-            const mk_detection_t *e = &r->dets[i];
-            bd[nb] = (maskbus_detection_t){e->class_id, e->prob, e->x, e->y, e->w, e->h,
-                                           i == r->chosen ? r->track : 0, i == r->chosen ? 1u : 0u};
-            nb++;
-        }
-    fr.ndetections = (uint32_t)nb;
-    fr.detections = bd;
+    mk_segment_bus_frame(r, &fr, bd);
     if (maskbus_writer_publish(p->bus, &fr) < 0)
         return mk_err_set(MK_EIO, "publishing on the bus: %s", maskbus_writer_error(p->bus));
     uint64_t done = now_ns();

@@ -729,3 +729,35 @@ const char *mk_segment_cut_name(const mk_segment_t *s)
 {
     return mk_cut_name(s->cut);
 }
+
+void mk_segment_bus_frame(const mk_segment_result_t *r, maskbus_frame_in_t *fr,
+                          maskbus_detection_t bd[MASKBUS_MAX_DETECTIONS])
+{
+    memset(fr, 0, sizeof *fr);
+    fr->frame_seq = r->seq;
+    fr->capture_ns = (uint64_t)r->capture_ns;
+    fr->width = (uint32_t)r->width;
+    fr->height = (uint32_t)r->height;
+    fr->flags = r->flags;
+    fr->data[MASKBUS_PLANE_MASK] = r->mask.data;
+    fr->stride[MASKBUS_PLANE_MASK] = r->mask.pitch;
+    if (r->alpha.data) {
+        fr->data[MASKBUS_PLANE_ALPHA] = r->alpha.data;
+        fr->stride[MASKBUS_PLANE_ALPHA] = r->alpha.pitch;
+    }
+    if (r->frame.data) {
+        fr->data[MASKBUS_PLANE_FRAME] = r->frame.data;
+        fr->stride[MASKBUS_PLANE_FRAME] = r->frame.pitch;
+    }
+    int nb = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < r->ndets && nb < (int)MASKBUS_MAX_DETECTIONS; i++) {
+            if ((i == r->chosen) != (pass == 0))
+                continue;
+            const mk_detection_t *e = &r->dets[i];
+            bd[nb++] = (maskbus_detection_t){e->class_id, e->prob, e->x, e->y, e->w, e->h,
+                                             i == r->chosen ? r->track : 0, i == r->chosen ? 1u : 0u};
+        }
+    fr->ndetections = (uint32_t)nb;
+    fr->detections = bd;
+}

@@ -187,6 +187,12 @@ int mk_segment_device_memory(mk_segment_t *s, size_t *free_bytes, size_t *total_
 const mk_detector_t *mk_segment_detector(const mk_segment_t *s);
 /* 1 while the detector is in use (loaded and not switched off). */
 int mk_segment_detecting(const mk_segment_t *s);
+/* A result as a frame for maskbus_writer_publish: sequence, capture time, size, flags, the mask plane and the
+ * alpha and frame planes it has, and its detections into bd (the chosen one first, with its track, so that it is
+ * never among those beyond the bus's limit). fr points into r and bd. */
+void mk_segment_bus_frame(const mk_segment_result_t *r, maskbus_frame_in_t *fr,
+                          maskbus_detection_t bd[MASKBUS_MAX_DETECTIONS]);
+
 /* The name of the cut method in use ("box", "grabcut", ...). */
 const char *mk_segment_cut_name(const mk_segment_t *s);
 

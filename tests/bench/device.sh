@@ -3,7 +3,9 @@
 # CPU backends and OpenCV on the CPU, write logs and JSON under $OUT. Needs .device/ (../shared/device/stage.sh,
 # DATA="images grabcut middlebury models reference"; the detection tests and the decode benchmark use models/ and
 # reference/darknet; maskd uses video/otb_man) carried along.
-# Usage: bash tests/bench/device.sh [bench|test|bus|detect|maskd|all]
+# Usage: bash tests/bench/device.sh [bench|test|bus|detect|maskd|pipeline|all]
+# (pipeline: masktool bench pipeline, the engine end to end with 1 and 2 frames in flight; needs models and
+# video/otb_man.)
 # (detect: only the Darknet forward-pass benchmarks; they need DATA to include models.)
 set -uo pipefail
 what=${1:-all}
@@ -83,6 +85,29 @@ if [ "$what" = maskd ] || [ "$what" = all ]; then
     for b in cuda cpu; do
         bash tests/bench/maskd_run.sh build-gpu $b 60 "$OUT/maskd_$b" || rc=1
     done
+fi
+if [ "$what" = pipeline ] || [ "$what" = all ]; then
+    # The engine end to end (issue 8): the test pattern at 720p and 1080p, 1 and 2 frames in flight, the body
+    # detector FP16, GrabCut at ROI side 320; the real clip at its own size; the CPU backend for the ratio.
+    for size in 1280x720 1920x1080; do
+        for n in 1 2; do
+            build-gpu/clients/masktool bench pipeline --backend cuda --size $size --frames 600 --inflight $n \
+                --set detect.fp16=true > "$OUT/pipeline_cuda_${size}_if$n.json" 2> "$OUT/pipeline_cuda_${size}_if$n.log" || rc=1
+        done
+    done
+    build-gpu/clients/masktool bench pipeline --backend cuda --frames 600 --inflight 2 --set detect.fp16=true \
+        --source "file:$MASKD_TEST_DATA/video/otb_man/man_mjpeg.avi" > "$OUT/pipeline_cuda_otb_if2.json" 2> "$OUT/pipeline_cuda_otb_if2.log" || rc=1
+    for size in 1280x720 1920x1080; do
+        build-gpu/clients/masktool bench pipeline --backend cpu --size $size --frames 30 --inflight 2 \
+            > "$OUT/pipeline_cpu_${size}_if2.json" 2> "$OUT/pipeline_cpu_${size}_if2.log" || rc=1
+    done
+    for f in "$OUT"/pipeline_*.json; do
+        python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+for k, v in d["runs"].items():
+    print(sys.argv[1].rsplit("/", 1)[-1], k, "fps", v["fps"], "e2e p50/p99", v["e2e_ms"].get("p50"), v["e2e_ms"].get("p99"),
+          "differ", d["identical"]["frames_differing"], "gpu MB", d.get("gpu_memory_mb", {}).get("used"), "rss MB", d["host_peak_rss_mb"])' "$f"
+    done | tee "$OUT/pipeline_report.txt"
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
     build-gpu/clients/masktool bench all --backend cuda > "$OUT/bench_cuda.json" || rc=1
