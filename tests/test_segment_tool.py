@@ -5,7 +5,8 @@ empty file, the same frames as a raw MJPEG stream, the otb_man AVI, a photo, and
 detector the engine's masks compared across inputs and frames in flight, and an interrupted run. Checks the files
 written (names, sizes, kinds), the masks' shape without a detector (select.fallback's centred box), the composite
 pixel by pixel against the frame, the background and the alpha matte, segment.json, and the errors of bad
-arguments (exit 1 with a message). Pure Python: PNG, Y4M and MJPEG are read and written here. Needs MASKTOOL."""
+arguments (exit 1 with a message). `test_segment_tool.py cuda` runs the PNG and Y4M checks on the CUDA backend
+(exit 77 without a GPU). Pure Python: PNG, Y4M and MJPEG are read and written here. Needs MASKTOOL."""
 import json
 import os
 import shutil
@@ -21,6 +22,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from testutil import check, data_dir, failures  # noqa: E402
 
 MASKTOOL = os.environ["MASKTOOL"]
+BACKEND = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+SKIP = 77
 
 
 # ---- PNG, Y4M, JPEG headers -----------------------------------------------------------------------------------
@@ -120,7 +123,7 @@ def y4m_write(path, w, h, frames):
 # ---- running the tool -----------------------------------------------------------------------------------------
 
 def run(args, timeout=300):
-    p = subprocess.run([MASKTOOL, "segment"] + args + ["--backend", "cpu"], capture_output=True, text=True,
+    p = subprocess.run([MASKTOOL, "segment"] + args + ["--backend", BACKEND], capture_output=True, text=True,
                        timeout=timeout)
     return p.returncode, p.stderr
 
@@ -161,7 +164,7 @@ def test_png_scene(tmp):
     for x, y in ((0, 0), (w - 1, 0), (0, h - 1), (w - 1, h - 1), (2, h // 2), (w - 3, h // 2)):
         check(mask[y * w + x] == 0, "(%d,%d) far outside the fallback box is 0, not %d" % (x, y, mask[y * w + x]))
     rep = report(out)
-    check(rep["kind"] == "image" and rep["product"] == "mask" and rep["backend"] == "cpu", "report header %r" % rep)
+    check(rep["kind"] == "image" and rep["product"] == "mask" and rep["backend"] == BACKEND, "report header %r" % rep)
     fr = rep["frames"]
     check(len(fr) == 1 and fr[0]["name"] == "scene" and fr[0]["file"] == "scene.png" and fr[0]["width"] == w and
           fr[0]["height"] == h and fr[0]["select"] == "fallback" and "keyframe" in fr[0]["flags"],
@@ -361,7 +364,7 @@ def test_interrupt(tmp, data):
         return
     avi = os.path.join(data, "video", "otb_man", "man_mjpeg.avi")
     out = os.path.join(tmp, "sigint")
-    p = subprocess.Popen([MASKTOOL, "segment", avi, "-o", out, "--backend", "cpu"] + margs,
+    p = subprocess.Popen([MASKTOOL, "segment", avi, "-o", out, "--backend", BACKEND] + margs,
                          stderr=subprocess.PIPE, text=True)
     end = time.time() + 60
     while time.time() < end and len([n for n in os.listdir(out) if n.endswith(".png")] if os.path.isdir(out)
@@ -379,6 +382,16 @@ def test_interrupt(tmp, data):
 def main():
     tmp = tempfile.mkdtemp(prefix="mk-segtool.")
     try:
+        if BACKEND == "cuda":
+            src = os.path.join(tmp, "probe.png")
+            png_write(src, 8, 8, 3, scene(8, 8, 0))
+            rc, err = run([src, "-o", os.path.join(tmp, "probe")], 60)
+            if rc == 1 and "unavailable" in err:
+                print("SKIP: the CUDA backend is unavailable:", err.strip())
+                return SKIP
+            test_png_scene(tmp)
+            test_y4m(tmp)
+            return finish()
         test_png_scene(tmp)
         test_y4m(tmp)
         test_bad_arguments(tmp)
@@ -393,6 +406,10 @@ def main():
             print("shared data absent: JPEG directory, AVI and detector checks skipped")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return finish()
+
+
+def finish():
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
