@@ -116,7 +116,8 @@ static void usage(FILE *f)
             "                       --alpha, --composite and --blur use the soft alpha matte (mask.alpha is on)\n"
             "  --config FILE        configuration file (default: " MK_PATHS_CONFIG_DIR "/" MK_DEFAULT_INSTANCE
             ".json if it exists,\n"
-            "                       else " MK_PATHS_CONFIG_DIR "/maskd.json if it exists, else the built-in defaults),\n"
+            "                       else " MK_PATHS_CONFIG_DIR "/maskd.json if it exists, else the built-in\n"
+            "                       defaults),\n"
             "                       as maskd reads it (`maskd --print-config`, config/README.md)\n"
             "  --set KEY=VALUE      sets an option (repeatable), as maskd --set\n"
             "  --backend B          auto, cpu or cuda (sets backend)\n"
