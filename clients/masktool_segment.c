@@ -117,8 +117,7 @@ static void usage(FILE *f)
             "  --config FILE        configuration file (default: " MK_PATHS_CONFIG_DIR "/" MK_DEFAULT_INSTANCE
             ".json if it exists,\n"
             "                       else " MK_PATHS_CONFIG_DIR "/maskd.json if it exists, else the built-in\n"
-            "                       defaults),\n"
-            "                       as maskd reads it (`maskd --print-config`, config/README.md)\n"
+            "                       defaults), read as maskd reads it (config/README.md)\n"
             "  --set KEY=VALUE      sets an option (repeatable), as maskd --set\n"
             "  --backend B          auto, cpu or cuda (sets backend)\n"
             "  --inflight N         frames in flight in the engine (sets pipeline.inflight)\n"
