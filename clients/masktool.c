@@ -1,4 +1,4 @@
-/* masktool: the offline tool — letterbox, threshold, decode, info, demo and benchmarks of maskd's kernels. */
+/* masktool: the offline tool — letterbox, threshold, decode, segment, info, demo and benchmarks of maskd's kernels. */
 #include "masktool.h"
 
 #include "errors.h"
@@ -829,6 +829,7 @@ static const struct {
     {"guided", "guided filter / fast guided upsampling of a mask with an image as guide", cmd_guided},
     {"grabcut", "cut out the object in a rectangle of an image (GrabCut), write the mask", mt_grabcut},
     {"grabcut-score", "GrabCut accuracy on the 33-image benchmark vs ground truth and OpenCV", mt_grabcut_score},
+    {"segment", "segment an image, a JPEG directory or a video like maskd: masks, cut-outs, composites", mt_segment},
     {"bench", "benchmark an op on real data, print JSON (letterbox|threshold|otsu|guided|yolo-decode|detect|"
               "grabcut|maxflow|pipeline|all)", mt_bench},
     {"bus-bench", "benchmark the frame bus with reader processes, print JSON (also a test writer)", mt_bus_bench},

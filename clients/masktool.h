@@ -45,6 +45,8 @@ int mt_gc_rect(int x1, int y1, int x2, int y2, int w, int h, mk_rect_t *out);
 int mt_gc_run(mk_ctx_t *ctx, const mk_image_t *img, const mk_rect_t *rect, const mk_gc_params_t *p, int labels,
               mk_image_t *mask, mk_gc_stats_t *stats);
 int mt_decode(int argc, char **argv);
+/* `masktool segment` (clients/masktool_segment.c). */
+int mt_segment(int argc, char **argv);
 /* `masktool bench pipeline`: argv[0] is "pipeline" (clients/masktool_pipeline_bench.c). */
 int mt_bench_pipeline(int argc, char **argv);
 

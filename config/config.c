@@ -2,12 +2,14 @@
 #include "config.h"
 
 #include "errors.h"
+#include "log.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { KEY_MAX = 128, FILE_MAX = 1 << 20 };
 
@@ -506,5 +508,48 @@ int mk_config_check_file(const char *path, FILE *msgs)
     if (rc)
         mk_err_set(rc, "%s: %s%s", path, t->errs[0].msg, t->nerrs > 1 ? " (and more errors)" : "");
     mk_config_txn_free(t);
+    return rc;
+}
+
+void mk_config_txn_log_errors(const mk_config_txn_t *t, int level, const char *prefix)
+{
+    for (size_t i = 0; i < t->nerrs; i++)
+        MK_LOG((mk_log_level_t)level, "%s%s", prefix, t->errs[i].msg);
+}
+
+int mk_config_txn_failure(const mk_config_txn_t *t, const char *what)
+{
+    if (!t->nerrs)
+        return mk_err_set(MK_EINVAL, "%s: failed", what);
+    const mk_config_error_t *e = &t->errs[0];
+    return mk_err_set(e->code ? e->code : MK_EINVAL, "%s: %s%s", what, e->msg,
+                      t->nerrs > 1 ? " (and more errors: see the log)" : "");
+}
+
+int mk_config_build(const char *path, int path_required, char *const *sets, int nsets, int level, mk_config_t *out)
+{
+    mk_config_t *def = malloc(sizeof *def);
+    if (!def)
+        return mk_err_set(MK_ENOMEM, "out of memory");
+    mk_config_defaults(def);
+    mk_config_txn_t *file = mk_config_txn_new(def, MK_CFG_TXN_WHOLE), *ov = NULL;
+    free(def);
+    int rc = file ? 0 : mk_err_set(MK_ENOMEM, "out of memory");
+    if (!rc && path && (path_required || access(path, F_OK) == 0) && mk_config_txn_load_file(file, path) < 0) {
+        mk_config_txn_log_errors(file, level, "");
+        rc = mk_config_txn_failure(file, path);
+    }
+    if (!rc && !(ov = mk_config_txn_new(mk_config_txn_config(file), 0)))
+        rc = mk_err_set(MK_ENOMEM, "out of memory");
+    for (int i = 0; !rc && i < nsets; i++)
+        mk_config_txn_set_arg(ov, sets[i]);
+    if (!rc && mk_config_txn_nerrors(ov)) {
+        mk_config_txn_log_errors(ov, level, "command line: ");
+        rc = mk_config_txn_failure(ov, "command line");
+    }
+    if (!rc)
+        *out = *mk_config_txn_config(ov);
+    mk_config_txn_free(file);
+    mk_config_txn_free(ov);
     return rc;
 }

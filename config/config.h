@@ -208,6 +208,18 @@ struct cJSON *mk_config_txn_to_json(const mk_config_txn_t *t);
  * and returns how many changed. */
 int mk_config_txn_commit(const mk_config_txn_t *t, mk_config_t *dst, const mk_opt_hooks_t *hooks);
 
+/* Logs each error of t at `level` (an mk_log_level_t), each line starting with `prefix`. */
+void mk_config_txn_log_errors(const mk_config_txn_t *t, int level, const char *prefix);
+/* Sets the calling thread's message to "WHAT: the first error" (noting that there are more) and returns that
+ * error's code. */
+int mk_config_txn_failure(const mk_config_txn_t *t, const char *what);
+
+/* The configuration a program runs with (maskd, masktool segment): the defaults, then the file `path` when it
+ * exists (an error when it does not and `path_required`; NULL: no file), then each "key=value" of `sets` in order
+ * (the --set syntax). Every error is logged at `level` (an mk_log_level_t); the first is returned with its
+ * message, *out unchanged. */
+int mk_config_build(const char *path, int path_required, char *const *sets, int nsets, int level, mk_config_t *out);
+
 /* --check-config: loads `path` over the defaults and writes one line per error to `msgs` ("PATH: KEY: ...").
  * Returns 0 when the file is valid, else MK_EINVAL (or MK_EIO). */
 int mk_config_check_file(const char *path, FILE *msgs);

@@ -57,47 +57,11 @@ static void usage(FILE *f)
 
 /* ---- configuration --------------------------------------------------------------------------------------- */
 
-static void log_txn_errors(const mk_config_txn_t *t, mk_log_level_t level, const char *prefix)
-{
-    for (size_t i = 0; i < mk_config_txn_nerrors(t); i++)
-        MK_LOG(level, "%s%s", prefix, mk_config_txn_error(t, i)->msg);
-}
-
-/* A message naming the first error of t and how many more there are. */
-static int txn_failure(const mk_config_txn_t *t, const char *what)
-{
-    size_t n = mk_config_txn_nerrors(t);
-    const mk_config_error_t *e = mk_config_txn_error(t, 0);
-    return mk_err_set(e->code ? e->code : MK_EINVAL, "%s: %s%s", what, e->msg,
-                      n > 1 ? " (and more errors: see the log)" : "");
-}
-
 /* The configuration file (when there is one) over the defaults, then the command line's overrides. On failure
  * the errors are logged at `level` and *out is unchanged. */
 static int build_config(const daemon_t *d, mk_log_level_t level, mk_config_t *out)
 {
-    mk_config_t def;
-    mk_config_defaults(&def);
-    mk_config_txn_t *file = mk_config_txn_new(&def, MK_CFG_TXN_WHOLE), *ov = NULL;
-    int rc = file ? 0 : mk_err_set(MK_ENOMEM, "out of memory");
-    if (!rc && (d->config_explicit || access(d->config_path, F_OK) == 0) &&
-        mk_config_txn_load_file(file, d->config_path) < 0) {
-        log_txn_errors(file, level, "");
-        rc = txn_failure(file, d->config_path);
-    }
-    if (!rc && !(ov = mk_config_txn_new(mk_config_txn_config(file), 0)))
-        rc = mk_err_set(MK_ENOMEM, "out of memory");
-    for (int i = 0; !rc && i < d->noverrides; i++)
-        mk_config_txn_set_arg(ov, d->overrides[i]);
-    if (!rc && mk_config_txn_nerrors(ov)) {
-        log_txn_errors(ov, level, "command line: ");
-        rc = txn_failure(ov, "command line");
-    }
-    if (!rc)
-        *out = *mk_config_txn_config(ov);
-    mk_config_txn_free(file);
-    mk_config_txn_free(ov);
-    return rc;
+    return mk_config_build(d->config_path, d->config_explicit, d->overrides, d->noverrides, (int)level, out);
 }
 
 /* Reload: the file and the overrides again; the live options that differ from the configuration in force are
@@ -131,8 +95,8 @@ static int reload(daemon_t *d, cJSON **result)
         cJSON_Delete(v);
     }
     if (!rc && mk_config_txn_nerrors(t)) {
-        log_txn_errors(t, MK_LOG_WARN, "reload: ");
-        rc = txn_failure(t, "reload");
+        mk_config_txn_log_errors(t, MK_LOG_WARN, "reload: ");
+        rc = mk_config_txn_failure(t, "reload");
     }
     if (!rc) {
         mk_control_opts_t co;

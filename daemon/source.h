@@ -93,6 +93,7 @@ typedef struct {
     const uint8_t *data; /* MJPEG: the JPEG bytes */
     size_t len;
     mk_image_t image;    /* RAW: the pixels (host memory, not owned: never mk_image_free it) */
+    const char *name;    /* a JPEG directory: the file's name in it (valid while the source is open); else NULL */
     int slot_;           /* private: which buffer to give back */
 } mk_frame_t;
 

@@ -663,6 +663,8 @@ static int file_next(mk_source_t *s, int timeout_ms, mk_frame_t *fr)
     }
     f->pass_frames++;
     fr->slot_ = slot;
+    if (f->kind == K_DIR)
+        fr->name = f->names[f->pos - 1];
     if (f->kind == K_Y4M) {
         fr->kind = MK_FRAME_RAW;
         fr->image = sl->img;

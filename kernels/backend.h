@@ -4,6 +4,7 @@
 #ifndef MK_BACKEND_H
 #define MK_BACKEND_H
 
+#include "composite.h"
 #include "ctx_internal.h"
 #include "darknet.h"
 #include "grabcut.h"
@@ -45,6 +46,10 @@ MK_OP(mk_guided_upsample, (mk_ctx_t *ctx, const mk_image_t *guide, const mk_imag
                            const mk_guided_plan_t *pl, const mk_mask_t *m))
 MK_OP(mk_yuyv_to_rgb, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst))
 MK_OP(mk_downsample_area, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int s))
+MK_OP(mk_resize_bilinear, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst))
+MK_OP(mk_composite, (mk_ctx_t *ctx, const mk_image_t *frame, const mk_image_t *alpha, const mk_image_t *bg,
+                     mk_image_t *out))
+MK_OP(mk_blur, (mk_ctx_t *ctx, const mk_image_t *src, mk_image_t *dst, int r))
 /* The rounded box of a checked plan, written over the whole of dst (u8 or f32 gray). */
 MK_OP(mk_shape_fill, (mk_ctx_t *ctx, mk_image_t *dst, const mk_rbox_plan_t *p))
 /* GrabCut (grabcut.h); the dispatch layer has checked the images, the parameters and the graph's geometry, and

@@ -18,6 +18,7 @@ typedef enum {
     MK_SCRATCH_MAXFLOW,    /* the solver buffer of mk_maxflow_grid_cuda (maxflow_cuda.h) */
     MK_SCRATCH_GRABCUT,    /* the CUDA GrabCut's state, per-pixel labels, partial sums and its max-flow solver */
     MK_SCRATCH_GRABCUT_HOST, /* pinned host memory the CUDA GrabCut copies its status, model and energy to */
+    MK_SCRATCH_BLUR,       /* the CUDA blur's two intermediate images (composite_cuda.cu) */
     MK_SCRATCH_COUNT
 } mk_scratch_slot_t;
 

@@ -275,25 +275,25 @@ fail:
     return rc;
 }
 
-static void png_desc(png_image *im, const mk_image_t *img)
+static void png_desc(png_image *im, int width, int height, png_uint_32 format)
 {
     memset(im, 0, sizeof *im);
     im->version = PNG_IMAGE_VERSION;
-    im->width = (png_uint_32)img->width;
-    im->height = (png_uint_32)img->height;
-    im->format = img->format == MK_FMT_GRAY ? PNG_FORMAT_GRAY
-               : img->format == MK_FMT_RGB  ? PNG_FORMAT_RGB
-                                            : PNG_FORMAT_BGR;
+    im->width = (png_uint_32)width;
+    im->height = (png_uint_32)height;
+    im->format = format;
 }
 
-static int encode_png(const mk_image_t *img, void **data, size_t *len)
+/* Encodes width x height pixels of libpng's `format` at `pixels` (rows `pitch` bytes apart). */
+static int encode_png_pixels(const void *pixels, size_t pitch, int width, int height, png_uint_32 format,
+                             void **data, size_t *len)
 {
-    if (img->pitch > INT32_MAX)
-        return mk_err_set(MK_ERANGE, "PNG encode: pitch %zu too large", img->pitch);
+    if (pitch > INT32_MAX)
+        return mk_err_set(MK_ERANGE, "PNG encode: pitch %zu too large", pitch);
     png_image im;
     png_alloc_size_t size = 0;
-    png_desc(&im, img);
-    if (!png_image_write_to_memory(&im, NULL, &size, 0, img->data, (png_int_32)img->pitch, NULL) || size == 0) {
+    png_desc(&im, width, height, format);
+    if (!png_image_write_to_memory(&im, NULL, &size, 0, pixels, (png_int_32)pitch, NULL) || size == 0) {
         int rc = mk_err_set(MK_EIO, "PNG encode failed: %s", im.message);
         png_image_free(&im);
         return rc;
@@ -301,8 +301,8 @@ static int encode_png(const mk_image_t *img, void **data, size_t *len)
     u8 *buf = malloc(size);
     if (!buf)
         return mk_err_set(MK_ENOMEM, "PNG encode: cannot allocate %zu bytes", (size_t)size);
-    png_desc(&im, img);
-    if (!png_image_write_to_memory(&im, buf, &size, 0, img->data, (png_int_32)img->pitch, NULL)) {
+    png_desc(&im, width, height, format);
+    if (!png_image_write_to_memory(&im, buf, &size, 0, pixels, (png_int_32)pitch, NULL)) {
         int rc = mk_err_set(MK_EIO, "PNG encode failed: %s", im.message);
         png_image_free(&im);
         free(buf);
@@ -311,6 +311,14 @@ static int encode_png(const mk_image_t *img, void **data, size_t *len)
     *data = buf;
     *len = size;
     return 0;
+}
+
+static int encode_png(const mk_image_t *img, void **data, size_t *len)
+{
+    png_uint_32 format = img->format == MK_FMT_GRAY ? PNG_FORMAT_GRAY
+                       : img->format == MK_FMT_RGB  ? PNG_FORMAT_RGB
+                                                    : PNG_FORMAT_BGR;
+    return encode_png_pixels(img->data, img->pitch, img->width, img->height, format, data, len);
 }
 
 /* ---- BMP ------------------------------------------------------------------------------------------------- */
@@ -709,6 +717,51 @@ int mk_imageio_save(const char *path, const mk_image_t *img)
     void *data = NULL;
     size_t len = 0;
     int rc = mk_imageio_encode(img, fmt, SAVE_JPEG_QUALITY, &data, &len);
+    if (rc)
+        return mk_err_wrap(rc, "%s", path);
+    rc = mk_file_write(path, data, len);
+    free(data);
+    return rc;
+}
+
+int mk_imageio_save_rgba(const char *path, const mk_image_t *rgb, const mk_image_t *alpha)
+{
+    int rc;
+    if (!path)
+        return mk_err_set(MK_EINVAL, "save: NULL path");
+    if ((rc = mk_image_check(rgb, "RGBA colours")) || (rc = mk_image_check(alpha, "RGBA alpha")))
+        return rc;
+    if (rgb->dtype != MK_U8 || (rgb->format != MK_FMT_RGB && rgb->format != MK_FMT_BGR) || alpha->dtype != MK_U8 ||
+        alpha->format != MK_FMT_GRAY)
+        return mk_err_set(MK_EINVAL, "%s: RGBA needs u8 rgb or bgr colours and a u8 gray alpha (%s %s, %s %s)", path,
+                          mk_dtype_name(rgb->dtype), mk_format_name(rgb->format), mk_dtype_name(alpha->dtype),
+                          mk_format_name(alpha->format));
+    if (rgb->width != alpha->width || rgb->height != alpha->height)
+        return mk_err_set(MK_EINVAL, "%s: colours %dx%d and alpha %dx%d differ", path, rgb->width, rgb->height,
+                          alpha->width, alpha->height);
+    if (rgb->mem == MK_MEM_DEVICE || alpha->mem == MK_MEM_DEVICE)
+        return mk_err_set(MK_EINVAL, "%s: RGBA images must be in host memory", path);
+    if (mk_imageio_format_from_path(path) != MK_FILE_PNG)
+        return mk_err_set(MK_EINVAL, "%s: an image with alpha is written as PNG only (.png)", path);
+    size_t pitch = (size_t)rgb->width * 4;
+    u8 *px = malloc(pitch * (size_t)rgb->height);
+    if (!px)
+        return mk_err_set(MK_ENOMEM, "%s: cannot allocate the RGBA image", path);
+    int bgr = rgb->format == MK_FMT_BGR;
+    for (int y = 0; y < rgb->height; y++) {
+        const u8 *s = mk_image_row(rgb, 0, y), *a = mk_image_row(alpha, 0, y);
+        u8 *d = px + (size_t)y * pitch;
+        for (int x = 0; x < rgb->width; x++, s += 3, d += 4) {
+            d[0] = s[bgr ? 2 : 0];
+            d[1] = s[1];
+            d[2] = s[bgr ? 0 : 2];
+            d[3] = a[x];
+        }
+    }
+    void *data = NULL;
+    size_t len = 0;
+    rc = encode_png_pixels(px, pitch, rgb->width, rgb->height, PNG_FORMAT_RGBA, &data, &len);
+    free(px);
     if (rc)
         return mk_err_wrap(rc, "%s", path);
     rc = mk_file_write(path, data, len);

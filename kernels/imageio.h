@@ -42,6 +42,11 @@ int mk_imageio_encode(const mk_image_t *img, mk_file_format_t fmt, int quality, 
 /* Encodes by the path's extension and writes the file atomically (temporary file + rename). */
 int mk_imageio_save(const char *path, const mk_image_t *img);
 
+/* Writes a PNG (the path must end in .png) with an alpha channel: the colours of `rgb` (u8 RGB or BGR) and the
+ * u8 gray `alpha` of the same size, both in host memory; atomically, as mk_imageio_save. (Reading such a file
+ * drops the alpha.) */
+int mk_imageio_save_rgba(const char *path, const mk_image_t *rgb, const mk_image_t *alpha);
+
 /* Reads a whole file into a new malloc'd buffer (limit: 1 GiB). */
 int mk_file_read(const char *path, void **data, size_t *len);
 /* Writes a buffer to a file atomically (path.tmp.PID then rename). */

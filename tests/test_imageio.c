@@ -1570,6 +1570,58 @@ static void test_bad_args(void **state)
     mk_image_free(NULL, &img);
 }
 
+/* mk_imageio_save_rgba: libpng reads back the colours (from RGB and BGR sources) and the alpha byte for byte;
+ * loading drops the alpha; other extensions, mismatched sizes and formats are refused. */
+static void test_save_rgba(void **state)
+{
+    (void)state;
+    char dir[256], path[512];
+    tu_mkdtemp(dir, sizeof dir, "mk-rgba");
+    snprintf(path, sizeof path, "%s/a.png", dir);
+    for (int k = 0; k < 2; k++) {
+        mk_format_t fmt = k ? MK_FMT_BGR : MK_FMT_RGB;
+        mk_image_t rgb = tu_random_image(11 + k, 37, 23, fmt), alpha = tu_random_image(21 + k, 37, 23, MK_FMT_GRAY);
+        TU_OK(mk_imageio_save_rgba(path, &rgb, &alpha));
+        png_image im;
+        memset(&im, 0, sizeof im);
+        im.version = PNG_IMAGE_VERSION;
+        assert_true(png_image_begin_read_from_file(&im, path));
+        assert_int_equal(im.width, 37);
+        assert_int_equal(im.height, 23);
+        assert_true(im.format & PNG_FORMAT_FLAG_ALPHA);
+        im.format = PNG_FORMAT_RGBA;
+        uint8_t *px = malloc(37 * 23 * 4);
+        assert_non_null(px);
+        assert_true(png_image_finish_read(&im, NULL, px, 37 * 4, NULL));
+        for (int y = 0; y < 23; y++)
+            for (int x = 0; x < 37; x++) {
+                const uint8_t *s = (const uint8_t *)mk_image_row(&rgb, 0, y) + 3 * x, *d = px + (y * 37 + x) * 4;
+                assert_int_equal(d[0], s[k ? 2 : 0]);
+                assert_int_equal(d[1], s[1]);
+                assert_int_equal(d[2], s[k ? 0 : 2]);
+                assert_int_equal(d[3], ((const uint8_t *)mk_image_row(&alpha, 0, y))[x]);
+            }
+        free(px);
+        mk_image_t back;
+        TU_OK(mk_imageio_load(path, fmt, &back));
+        for (int y = 0; y < 23; y++)
+            assert_memory_equal(mk_image_row(&back, 0, y), mk_image_row(&rgb, 0, y), 37 * 3);
+        mk_image_free(NULL, &back);
+        snprintf(path + strlen(dir), sizeof path - strlen(dir), "/a.jpg");
+        assert_int_equal(mk_imageio_save_rgba(path, &rgb, &alpha), MK_EINVAL);
+        snprintf(path + strlen(dir), sizeof path - strlen(dir), "/a.png");
+        assert_int_equal(mk_imageio_save_rgba(path, &alpha, &alpha), MK_EINVAL);
+        assert_int_equal(mk_imageio_save_rgba(path, &rgb, &rgb), MK_EINVAL);
+        alpha.width--;
+        assert_int_equal(mk_imageio_save_rgba(path, &rgb, &alpha), MK_EINVAL);
+        alpha.width++;
+        assert_int_equal(mk_imageio_save_rgba(NULL, &rgb, &alpha), MK_EINVAL);
+        mk_image_free(NULL, &rgb);
+        mk_image_free(NULL, &alpha);
+    }
+    tu_rmtree(dir);
+}
+
 static void test_file_read(void **state)
 {
     (void)state;
@@ -1736,6 +1788,7 @@ int main(void)
         cmocka_unit_test(test_conversions),
         cmocka_unit_test(test_png_variants),
         cmocka_unit_test(test_png_depths),
+        cmocka_unit_test(test_save_rgba),
         cmocka_unit_test(test_jpeg_real),
         cmocka_unit_test(test_jpeg_cmyk_unsupported),
         cmocka_unit_test(test_bmp_grabcut_images),

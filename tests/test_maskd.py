@@ -18,26 +18,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
 import maskbus  # noqa: E402
+from testutil import check, data_dir, failures  # noqa: E402
 
 MASKD, MASKCAT, MASKCTL = os.environ["MASKD"], os.environ["MASKCAT"], os.environ["MASKCTL"]
 SKIP = 77
 FLAG_KEYFRAME, FLAG_NO_PERSON = 1, 2
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, flush=True)
-    return cond
-
-
-def data_dir():
-    d = os.environ.get("MASKD_TEST_DATA")
-    if not d:
-        root = os.environ.get("MASKD_SOURCE_ROOT", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-        d = os.path.join(root, "..", "shared", "data")
-    return d if os.path.isdir(d) else None
 
 
 def otb():

@@ -3,6 +3,8 @@
  * and outputs poisoned twice so that an unwritten element cannot pass. Exits 77 (skipped) without a GPU. */
 #include "testutil.h"
 
+#include "composite.h"
+#include "imageio.h"
 #include "letterbox.h"
 #include "resize.h"
 #include "shape.h"
@@ -334,6 +336,178 @@ static void test_downsample_random(void **state)
     }
 }
 
+/* ---- compositing: blend, blur, bilinear resize ---------------------------------------------------------- */
+
+typedef struct {
+    const mk_image_t *alpha, *bg; /* on the device */
+    int r;
+} composite_arg_t;
+
+static int composite_op(const void *arg, const mk_image_t *src, mk_image_t *dst)
+{
+    const composite_arg_t *a = arg;
+    return mk_composite(gpu, src, a->alpha, a->bg, dst);
+}
+
+static int blur_op(const void *arg, const mk_image_t *src, mk_image_t *dst)
+{
+    return mk_blur(gpu, src, dst, ((const composite_arg_t *)arg)->r);
+}
+
+static int bilinear_op(const void *arg, const mk_image_t *src, mk_image_t *dst)
+{
+    (void)arg;
+    return mk_resize_bilinear(gpu, src, dst);
+}
+
+/* The blend of frame f, alpha a and background b on both backends: into guarded outputs, and in place over a
+ * device copy of the frame. */
+static void composite_case(const mk_image_t *f, const mk_image_t *a, const mk_image_t *b, tu_rng_t *r,
+                           const char *what)
+{
+    mk_image_t ref = mk_image_desc(f->width, f->height, f->format, MK_U8);
+    TU_OK(mk_image_alloc(NULL, &ref, MK_MEM_HOST));
+    TU_OK(mk_composite(cpu, f, a, b, &ref));
+    mk_image_t df = tu_to_ctx(gpu, f, (size_t)tu_rand_int(r, 0, 40));
+    mk_image_t da = tu_to_ctx(gpu, a, (size_t)tu_rand_int(r, 0, 40));
+    mk_image_t db = tu_to_ctx(gpu, b, (size_t)tu_rand_int(r, 0, 40));
+    composite_arg_t arg = {&da, &db, 0};
+    check_on_gpu(composite_op, &arg, &df, mk_image_desc(f->width, f->height, f->format, MK_U8),
+                 (size_t)tu_rand_int(r, 0, 40), &ref, what);
+    TU_OK(mk_composite(gpu, &df, &da, &db, &df));
+    mk_image_t got = tu_to_host(gpu, &df);
+    assert_same(&ref, &got, what);
+    mk_image_free(NULL, &got);
+    mk_image_free(gpu, &df);
+    mk_image_free(gpu, &da);
+    mk_image_free(gpu, &db);
+    mk_image_free(NULL, &ref);
+}
+
+static void blur_case(const mk_image_t *src, int rad, tu_rng_t *r, const char *what)
+{
+    mk_image_t ref = mk_image_desc(src->width, src->height, src->format, MK_U8);
+    TU_OK(mk_image_alloc(NULL, &ref, MK_MEM_HOST));
+    TU_OK(mk_blur(cpu, src, &ref, rad));
+    mk_image_t dsrc = tu_to_ctx(gpu, src, (size_t)tu_rand_int(r, 0, 40));
+    composite_arg_t arg = {NULL, NULL, rad};
+    check_on_gpu(blur_op, &arg, &dsrc, mk_image_desc(src->width, src->height, src->format, MK_U8),
+                 (size_t)tu_rand_int(r, 0, 40), &ref, what);
+    mk_image_free(gpu, &dsrc);
+    mk_image_free(NULL, &ref);
+}
+
+static void bilinear_case(const mk_image_t *src, int dw, int dh, tu_rng_t *r, const char *what)
+{
+    mk_image_t ref = mk_image_desc(dw, dh, src->format, MK_U8);
+    TU_OK(mk_image_alloc(NULL, &ref, MK_MEM_HOST));
+    TU_OK(mk_resize_bilinear(cpu, src, &ref));
+    mk_image_t dsrc = tu_to_ctx(gpu, src, (size_t)tu_rand_int(r, 0, 40));
+    check_on_gpu(bilinear_op, NULL, &dsrc, mk_image_desc(dw, dh, src->format, MK_U8),
+                 (size_t)tu_rand_int(r, 0, 40), &ref, what);
+    mk_image_free(gpu, &dsrc);
+    mk_image_free(NULL, &ref);
+}
+
+static void test_composite_random(void **state)
+{
+    (void)state;
+    tu_rng_t r = {8080};
+    for (int i = 0; i < 60; i++) {
+        int w = i < 3 ? (int[]){1, 1920, 3}[i] : tu_rand_int(&r, 1, 500);
+        int h = i < 3 ? (int[]){1, 1080, 1}[i] : tu_rand_int(&r, 1, 400);
+        mk_format_t fmt = i % 2 ? MK_FMT_RGB : MK_FMT_BGR;
+        mk_image_t f = tu_random_image(tu_rand(&r), w, h, fmt), b = tu_random_image(tu_rand(&r), w, h, fmt);
+        mk_image_t a = tu_random_image(tu_rand(&r), w, h, MK_FMT_GRAY);
+        char what[128];
+        snprintf(what, sizeof what, "composite %d: %dx%d %s", i, w, h, mk_format_name(fmt));
+        composite_case(&f, &a, &b, &r, what);
+        mk_image_free(NULL, &f);
+        mk_image_free(NULL, &b);
+        mk_image_free(NULL, &a);
+    }
+}
+
+static void test_blur_random(void **state)
+{
+    (void)state;
+    tu_rng_t r = {5150};
+    for (int i = 0; i < 60; i++) {
+        int w = i < 4 ? (int[]){1, 1920, 1, 33}[i] : tu_rand_int(&r, 1, 400);
+        int h = i < 4 ? (int[]){1, 1080, 50, 1}[i] : tu_rand_int(&r, 1, 300);
+        int rad = i < 4 ? (int[]){3, 12, 70, 0}[i] : tu_rand_int(&r, 0, i % 5 ? 20 : 600);
+        mk_format_t fmt = (mk_format_t[]){MK_FMT_GRAY, MK_FMT_RGB, MK_FMT_BGR}[i % 3];
+        mk_image_t src = tu_random_image(tu_rand(&r), w, h, fmt);
+        char what[128];
+        snprintf(what, sizeof what, "blur %d: %dx%d %s r %d", i, w, h, mk_format_name(fmt), rad);
+        blur_case(&src, rad, &r, what);
+        mk_image_free(NULL, &src);
+    }
+}
+
+static void test_bilinear_random(void **state)
+{
+    (void)state;
+    tu_rng_t r = {6061};
+    for (int i = 0; i < 80; i++) {
+        int w = i < 3 ? (int[]){1, 640, 1920}[i] : tu_rand_int(&r, 1, 500);
+        int h = i < 3 ? (int[]){1, 480, 1080}[i] : tu_rand_int(&r, 1, 400);
+        int dw = i < 3 ? (int[]){7, 1920, 1280}[i] : tu_rand_int(&r, 1, 600);
+        int dh = i < 3 ? (int[]){1, 1080, 720}[i] : tu_rand_int(&r, 1, 500);
+        mk_format_t fmt = (mk_format_t[]){MK_FMT_GRAY, MK_FMT_RGB, MK_FMT_BGR}[i % 3];
+        mk_image_t src = tu_random_image(tu_rand(&r), w, h, fmt);
+        char what[128];
+        snprintf(what, sizeof what, "bilinear %d: %dx%d -> %dx%d %s", i, w, h, dw, dh, mk_format_name(fmt));
+        bilinear_case(&src, dw, dh, &r, what);
+        mk_image_free(NULL, &src);
+    }
+}
+
+/* The photos of the shared data: each blended with the next one (resized over it) by an alpha made of its own
+ * blurred green channel, blurred at several radii. */
+static void test_composite_real(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"person", "dog", "horses", "scream", "eagle"};
+    tu_rng_t r = {99};
+    int n = (int)(sizeof names / sizeof names[0]);
+    for (int i = 0; i < n; i++) {
+        char rel[64], path[4096], next[4096];
+        snprintf(rel, sizeof rel, "images/%s.jpg", names[i]);
+        if (!tu_data_path(path, sizeof path, rel))
+            skip();
+        snprintf(rel, sizeof rel, "images/%s.jpg", names[(i + 1) % n]);
+        if (!tu_data_path(next, sizeof next, rel))
+            skip();
+        mk_format_t fmt = i % 2 ? MK_FMT_RGB : MK_FMT_BGR;
+        mk_image_t f, other, green;
+        TU_OK(mk_imageio_load(path, fmt, &f));
+        TU_OK(mk_imageio_load(next, fmt, &other));
+        green = tu_real_channel(path, 1);
+        char what[160];
+        snprintf(what, sizeof what, "%s: bilinear from %s", names[i], names[(i + 1) % n]);
+        bilinear_case(&other, f.width, f.height, &r, what);
+        mk_image_t bg = mk_image_desc(f.width, f.height, fmt, MK_U8);
+        mk_image_t alpha = mk_image_desc(f.width, f.height, MK_FMT_GRAY, MK_U8);
+        TU_OK(mk_image_alloc(NULL, &bg, MK_MEM_HOST));
+        TU_OK(mk_image_alloc(NULL, &alpha, MK_MEM_HOST));
+        TU_OK(mk_resize_bilinear(cpu, &other, &bg));
+        TU_OK(mk_blur(cpu, &green, &alpha, 4));
+        snprintf(what, sizeof what, "%s: composite", names[i]);
+        composite_case(&f, &alpha, &bg, &r, what);
+        const int radii[] = {1, 8, 31};
+        for (int k = 0; k < 3; k++) {
+            snprintf(what, sizeof what, "%s: blur r %d", names[i], radii[k]);
+            blur_case(&f, radii[k], &r, what);
+        }
+        mk_image_free(NULL, &bg);
+        mk_image_free(NULL, &alpha);
+        mk_image_free(NULL, &green);
+        mk_image_free(NULL, &other);
+        mk_image_free(NULL, &f);
+    }
+}
+
 /* ---- rounded-box fill ------------------------------------------------------------------------------------- */
 
 static void test_shape_random(void **state)
@@ -388,6 +562,11 @@ static void test_cuda_bad_input(void **state)
     assert_int_equal(mk_yuyv_to_rgb(gpu, &y, &rgb), MK_EINVAL);
     mk_rbox_t box = {1, 1, 5, 5, 2, 2};
     assert_int_equal(mk_shape_fill(gpu, &g, &box), MK_EINVAL);
+    mk_image_t hb = tu_random_image(4, 8, 8, MK_FMT_BGR);
+    assert_int_equal(mk_composite(gpu, &h, &g, &hb, &hb), MK_EINVAL);
+    assert_int_equal(mk_blur(gpu, &h, &hb, 2), MK_EINVAL);
+    assert_int_equal(mk_resize_bilinear(gpu, &h, &hb), MK_EINVAL);
+    mk_image_free(NULL, &hb);
     mk_image_free(gpu, &rgb);
     mk_image_free(NULL, &y);
     mk_image_t huge = mk_image_desc(MK_IMAGE_MAX_DIM + 1, 1, MK_FMT_GRAY, MK_U8);
@@ -407,7 +586,9 @@ int main(void)
         cmocka_unit_test(test_threshold_random), cmocka_unit_test(test_histogram),
         cmocka_unit_test(test_otsu_sets),       cmocka_unit_test(test_otsu_repeated),
         cmocka_unit_test(test_yuyv_random),     cmocka_unit_test(test_shape_random),
-        cmocka_unit_test(test_downsample_random),
+        cmocka_unit_test(test_downsample_random), cmocka_unit_test(test_composite_random),
+        cmocka_unit_test(test_blur_random),       cmocka_unit_test(test_bilinear_random),
+        cmocka_unit_test(test_composite_real),
         cmocka_unit_test(test_cuda_bad_input),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

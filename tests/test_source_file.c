@@ -125,6 +125,7 @@ static void test_dir_and_avi(void **state)
     src = open_file(avi, 0, 0, 0);
     for (int i = 0; i < 134; i++) {
         assert_int_equal(mk_source_next(src, 1000, &f), MK_SOURCE_FRAME);
+        assert_null(f.name); /* names are a directory's only */
         if (i == 0 || i == 133) {
             mk_image_t a = {0}, b = {0};
             TU_OK(mk_imageio_decode(f.data, f.len, MK_FMT_RGB, &a, "avi frame"));
@@ -544,12 +545,14 @@ static void test_dir_unreadable(void **state)
     snprintf(path, sizeof path, "%s/d.jpg", dir);
     TU_OK(mk_file_write(path, "\xff\xd8\xff second", 10));
     mk_source_t *src = open_file(dir, 0, 0, 0);
-    const char *want[] = {"\xff\xd8\xff first", "\xff\xd8\xff second"};
+    const char *want[] = {"\xff\xd8\xff first", "\xff\xd8\xff second"}, *names[] = {"a.jpg", "d.jpg"};
     for (int i = 0; i < 2; i++) {
         mk_frame_t f;
         assert_int_equal(mk_source_next(src, 1000, &f), MK_SOURCE_FRAME);
         assert_int_equal(f.len, strlen(want[i]));
         assert_memory_equal(f.data, want[i], f.len);
+        assert_non_null(f.name); /* the file's name, the skipped ones passed over */
+        assert_string_equal(f.name, names[i]);
         TU_OK(mk_source_release(src, &f));
     }
     mk_frame_t f;
