@@ -959,6 +959,11 @@ static int reader_follow_size(maskbus_reader_t *r)
     int rc = reader_attach(r, fd, r->err, sizeof(r->err));
     if (rc != MASKBUS_OK) {
         close(fd);
+        /* the writer may have grown the object again between our look at layout_gen and reader_attach's fstat
+         * and pread: a header read mid-change, or a total size newer than the size fstat saw. The old mapping
+         * still shows the live header; when its layout moved on, this was a race, not a bad object. */
+        if ((rc == MASKBUS_EFORMAT || rc == MASKBUS_ETRUNC) && LOAD_ACQ(&r->hdr->layout_gen) != lg)
+            return MASKBUS_EAGAIN;
         return rc;
     }
     r->remaps++;

@@ -228,7 +228,9 @@ static void assert_clean_report(const reader_report_t *rep, uint64_t last)
     assert_int_equal(rep->open_rc, MASKBUS_OK);
     assert_int_equal(rep->bad_content, 0);
     assert_int_equal(rep->out_of_order, 0);
-    assert_int_equal(rep->errors, 0);
+    if (rep->errors)
+        fail_msg("a reader ended on error %d (%s) after %llu frames", rep->last_rc, maskbus_strerror(rep->last_rc),
+                 (unsigned long long)rep->frames);
     assert_int_equal(rep->last_frame_seq, last);
 }
 
