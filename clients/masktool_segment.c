@@ -57,6 +57,7 @@ typedef struct {
 
     /* input */
     int single;            /* one image file (no source) */
+    int dir;               /* a JPEG directory */
     char stem[256];        /* its name without directory and extension */
     int png_out;           /* composites as PNG (the input was PNG) */
     mk_source_t *src;
@@ -104,7 +105,9 @@ static void usage(FILE *f)
             "INPUT: an image (PNG, BMP, PNM, or JPEG named *.jpg or *.jpeg), a directory of JPEGs (in version\n"
             "order of their names), an MJPEG AVI, a raw MJPEG stream (other JPEG files) or a Y4M file. NAME is the\n"
             "image's file name without its extension, or the frame number (%%06d, from 0) of a video. Frames that\n"
-            "cannot be decoded are reported and skipped.\n"
+            "cannot be decoded are reported and skipped. GrabCut (cut.method grabcut) learns the colours of every\n"
+            "image of a directory (grabcut.keyframe always, unless set to interval); a video's frames use the\n"
+            "configuration's keyframes.\n"
             "\n"
             "  -o, --output OUTDIR  where the files go (created if missing), with OUTDIR/segment.json: per frame\n"
             "                       the size, detections, chosen box, flags and time; totals and frames per second\n"
@@ -286,6 +289,7 @@ static int open_input(seg_t *s)
             return 0;
         }
     }
+    s->dir = S_ISDIR(st.st_mode);
     char spec[4200];
     snprintf(spec, sizeof spec, "file:%s", s->input);
     mk_source_config_t sc;
@@ -852,6 +856,12 @@ int mt_segment(int argc, char **argv)
     if (open_input(&s)) {
         fail_msg("%s", mk_err_msg());
         goto out;
+    }
+    if (s.dir && s.cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ADAPTIVE) {
+        /* a directory holds photos as often as a video's frames: GrabCut learns each one's colours unless the
+         * configuration asks for another policy (a video's adaptive keyframes would cut a photo with the colours
+         * of the one before it whenever the two boxes overlap) */
+        s.cfg->grabcut.keyframe = MK_CFG_KEYFRAME_ALWAYS;
     }
     if (mk_segment_create(s.cfg, &s.seg)) {
         fail_msg("%s", mk_err_msg());

@@ -25,7 +25,7 @@ struct mk_cut_work {
 typedef struct {
     const char *name;
     int (*run)(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
-               const mk_config_t *cfg, mk_image_t *lowres, int *keyframe);
+               const mk_box_t *frame_box, const mk_config_t *cfg, mk_image_t *lowres, int *keyframe);
 } cut_ops_t;
 
 /* GrabCut's state across frames (under mu): the model of the last keyframe and the keyframe policy's facts. */
@@ -33,8 +33,7 @@ typedef struct {
     mk_gc_model_t model; /* learnt on the last keyframe */
     int have_model;
     int key_pending;     /* a keyframe has decided and is still learning: the model is not known yet */
-    mk_rect_t key_rect;  /* the keyframe's rectangle, and its working size */
-    int key_w, key_h;
+    mk_box_t key_box;    /* the keyframe's box, in frame pixels */
     long since_key;      /* frames cut with the model since the keyframe */
 } gc_state_t;
 
@@ -70,8 +69,9 @@ static void turn_pass(mk_cut_t *c, uint64_t frame)
 }
 
 static int shape_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
-                     const mk_config_t *cfg, mk_image_t *lowres, int *keyframe)
+                     const mk_box_t *frame_box, const mk_config_t *cfg, mk_image_t *lowres, int *keyframe)
 {
+    (void)frame_box;
     (void)cfg;
     (void)keyframe;
     turn_pass(c, frame);
@@ -88,20 +88,25 @@ static int ensure(mk_ctx_t *ctx, mk_image_t *img, int w, int h, mk_format_t form
     return mk_image_alloc(ctx, img, mk_ctx_mem(ctx));
 }
 
-static double rect_iou(const mk_rect_t *a, const mk_rect_t *b)
+static double box_iou(const mk_box_t *a, const mk_box_t *b)
 {
-    int x0 = a->x > b->x ? a->x : b->x, y0 = a->y > b->y ? a->y : b->y;
-    int x1 = a->x + a->width < b->x + b->width ? a->x + a->width : b->x + b->width;
-    int y1 = a->y + a->height < b->y + b->height ? a->y + a->height : b->y + b->height;
-    double inter = x1 > x0 && y1 > y0 ? (double)(x1 - x0) * (y1 - y0) : 0.0;
-    double uni = (double)a->width * a->height + (double)b->width * b->height - inter;
+    double x0 = a->x > b->x ? a->x : b->x, y0 = a->y > b->y ? a->y : b->y;
+    double x1 = a->x + a->w < b->x + b->w ? a->x + a->w : b->x + b->w;
+    double y1 = a->y + a->h < b->y + b->h ? a->y + a->h : b->y + b->h;
+    double inter = x1 > x0 && y1 > y0 ? (x1 - x0) * (y1 - y0) : 0.0;
+    double uni = (double)a->w * a->h + (double)b->w * b->h - inter;
     return uni > 0 ? inter / uni : 0.0;
 }
 
 /* Frame `frame`'s keyframe decision, in frame order and once the last keyframe's model is known. A keyframe takes
  * the keyframe facts and leaves the model pending until gc_learnt(); a fixed-model frame gets a copy of the model
- * in *model. Returns 1 for a keyframe. */
-static int gc_decide(mk_cut_t *c, uint64_t frame, const mk_rect_t *rect, int lw, int lh, const mk_config_t *cfg,
+ * in *model. Returns 1 for a keyframe.
+ *
+ * `adaptive` compares the box in frame pixels with the keyframe's: the colour model holds for a box that moved or
+ * grew a little (a detector's box jitters by a few pixels from frame to frame, and so does the working size of
+ * the region), not for one that moved or changed size markedly (IoU below grabcut.keyframe_iou), whose
+ * surroundings, and so the background colours, are others. */
+static int gc_decide(mk_cut_t *c, uint64_t frame, const mk_box_t *frame_box, const mk_config_t *cfg,
                      mk_gc_model_t *model)
 {
     gc_state_t *st = &c->gc;
@@ -111,12 +116,10 @@ static int gc_decide(mk_cut_t *c, uint64_t frame, const mk_rect_t *rect, int lw,
     int key = !st->have_model || cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ALWAYS ||
               st->since_key + 1 >= cfg->grabcut.keyframe_interval;
     if (!key && cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ADAPTIVE)
-        key = st->key_w != lw || st->key_h != lh || rect_iou(rect, &st->key_rect) < cfg->grabcut.keyframe_iou;
+        key = box_iou(frame_box, &st->key_box) < cfg->grabcut.keyframe_iou;
     if (key) {
         st->key_pending = 1;
-        st->key_rect = *rect;
-        st->key_w = lw;
-        st->key_h = lh;
+        st->key_box = *frame_box;
         st->since_key = 0;
     } else {
         *model = st->model;
@@ -146,7 +149,7 @@ static void gc_learnt(mk_cut_t *c, int rc, const mk_gc_model_t *model)
  * cannot run (a grey frame, a box too small or covering the whole region, no foreground or background), the frame
  * gets the box cut instead, and the log says why. */
 static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
-                       const mk_config_t *cfg, mk_image_t *lowres, int *keyframe)
+                       const mk_box_t *frame_box, const mk_config_t *cfg, mk_image_t *lowres, int *keyframe)
 {
     int lw = lowres->width, lh = lowres->height;
     int s = (roi->width + lw - 1) / lw;
@@ -185,7 +188,7 @@ static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_i
     mk_gc_params_t gp = mk_gc_params_default();
     gp.iterations = cfg->grabcut.iterations;
     mk_gc_model_t model;
-    int key = gc_decide(c, frame, &rect, lw, lh, cfg, &model);
+    int key = gc_decide(c, frame, frame_box, cfg, &model);
     if (keyframe)
         *keyframe = key;
     if (key) {
@@ -287,7 +290,7 @@ void mk_cut_work_destroy(mk_cut_work_t *w)
 }
 
 int mk_cut_run_frame(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
-                     const mk_config_t *cfg, mk_image_t *lowres, int *keyframe)
+                     const mk_box_t *frame_box, const mk_config_t *cfg, mk_image_t *lowres, int *keyframe)
 {
     if (keyframe)
         *keyframe = 0;
@@ -302,7 +305,7 @@ int mk_cut_run_frame(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_ima
         return mk_err_set(MK_EINVAL, "cut: empty region (%dx%d) or mask (%dx%d)", roi->width, roi->height,
                           lowres->width, lowres->height);
     }
-    return c->ops->run(c, w, frame, roi, box, cfg, lowres, keyframe);
+    return c->ops->run(c, w, frame, roi, box, frame_box ? frame_box : box, cfg, lowres, keyframe);
 }
 
 void mk_cut_skip(mk_cut_t *c, uint64_t frame)
@@ -324,5 +327,5 @@ int mk_cut_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk
 {
     if (!c)
         return mk_err_set(MK_EINVAL, "mk_cut_run: NULL cut");
-    return mk_cut_run_frame(c, &c->own, c->own_next++, roi, box, cfg, lowres, NULL);
+    return mk_cut_run_frame(c, &c->own, c->own_next++, roi, box, NULL, cfg, lowres, NULL);
 }

@@ -14,7 +14,7 @@
  * Every pixel operation is a kernels op (mk_shape_fill, mk_grabcut, ...) on the context's backend.
  *
  * Frames in flight (daemon/segment.h). The cut object holds what is carried from frame to frame (GrabCut's model,
- * the keyframe's rectangle and size, frames since the keyframe); the working images of one frame are in a
+ * the keyframe's box, frames since the keyframe); the working images of one frame are in a
  * mk_cut_work_t, one per thread, on that thread's context. Frames are numbered 0, 1, 2, ... and every number is
  * given exactly once, to mk_cut_run_frame() or mk_cut_skip(), from any threads in any order: a frame decides
  * keyframe or not after every frame before it has decided, and from their decisions and the outcome of the last
@@ -63,10 +63,11 @@ int mk_cut_run(mk_cut_t *c, const mk_image_t *roi, const mk_box_t *box, const mk
 int mk_cut_work_create(mk_ctx_t *ctx, mk_cut_work_t **out);
 void mk_cut_work_destroy(mk_cut_work_t *w);
 /* mk_cut_run for frame number `frame` with the working images of w (roi and lowres in w's context's memory).
- * *keyframe (may be NULL): 1 when this frame learnt GrabCut's model. Waits for the frames before it as described
- * above. A failure still counts the frame as given. */
+ * frame_box: the same box in frame pixels, which GrabCut's adaptive keyframes compare from frame to frame (NULL:
+ * `box`, for a region that is the whole frame). *keyframe (may be NULL): 1 when this frame learnt GrabCut's model.
+ * Waits for the frames before it as described above. A failure still counts the frame as given. */
 int mk_cut_run_frame(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_image_t *roi, const mk_box_t *box,
-                     const mk_config_t *cfg, mk_image_t *lowres, int *keyframe);
+                     const mk_box_t *frame_box, const mk_config_t *cfg, mk_image_t *lowres, int *keyframe);
 /* Frame number `frame` is not cut (no target, or it failed before its cut). */
 void mk_cut_skip(mk_cut_t *c, uint64_t frame);
 /* Forgets the state carried across frames; the next frame number is `next_frame`. */

@@ -284,7 +284,7 @@ static int cut_and_refine(slot_t *sl, const mk_image_t *frame, int have_roi, con
     mk_image_t roi_img = view(frame, roi[0], roi[1], roi[2], roi[3]);
     mk_image_t low = view(&sl->low, 0, 0, lw, lh);
     mk_box_t in_roi = {r->box.x - (float)roi[0], r->box.y - (float)roi[1], r->box.w, r->box.h};
-    rc = mk_cut_run_frame(sl->cut, sl->work, r->index, &roi_img, &in_roi, cfg, &low, &r->gc_keyframe);
+    rc = mk_cut_run_frame(sl->cut, sl->work, r->index, &roi_img, &in_roi, &r->box, cfg, &low, &r->gc_keyframe);
     uint64_t t1 = now_ns();
     r->ms.cut = ms_between(t0, t1);
     if (rc)

@@ -2,7 +2,7 @@
  * figure plus a margin as the region, the cut at the region's working resolution as the pipeline sizes it. GrabCut
  * must beat the box cut's overlap with the truth, keyframes and the fixed-model frames between them alike, and
  * give the same masks on the CUDA backend (when there is one) as on the CPU. Also: a grey frame and a box too small
- * for GrabCut fall back to the box cut instead of failing. */
+ * for GrabCut fall back to the box cut instead of failing; the keyframe policy decides as documented. */
 #include "testutil.h"
 
 #include "config.h"
@@ -146,6 +146,72 @@ static void test_grabcut_fallbacks(void **state)
     mk_cut_destroy(bx);
 }
 
+/* GrabCut's keyframe policy, frame by frame: adaptive keyframes compare the box in frame pixels. A box that
+ * jitters by a pixel, with a region (and so a working size) a few pixels smaller, keeps the model; a box that
+ * moved across the frame learns anew although its place inside its region is the same; `always` learns every
+ * frame; `interval` N every N frames. */
+static void test_keyframe_policy(void **state)
+{
+    (void)state;
+    mk_config_t cfg;
+    mk_config_defaults(&cfg);
+    assert_int_equal(cfg.grabcut.keyframe, MK_CFG_KEYFRAME_ADAPTIVE);
+    mk_cut_t *gc;
+    mk_cut_work_t *w;
+    TU_OK(mk_cut_create(tu_cpu, MK_CFG_CUT_GRABCUT, &gc));
+    TU_OK(mk_cut_work_create(tu_cpu, &w));
+    /* noise with little red around a red square inside the box: something for the colour models to tell apart */
+    mk_image_t img = tu_random_image(11, 96, 96, MK_FMT_RGB), small = img;
+    for (int y = 0; y < 96; y++) {
+        uint8_t *p = mk_image_row(&img, 0, y);
+        for (int x = 0; x < 96; x++) {
+            int in = x >= 24 && x < 56 && y >= 24 && y < 56;
+            p[3 * x] = (uint8_t)(p[3 * x] / 4 + (in ? 192 : 0));
+            if (in)
+                p[3 * x + 1] /= 4;
+        }
+    }
+    small.width = small.height = 94; /* a view: the region a little smaller */
+    small.owned = 0;
+    mk_image_t low48 = mk_image_desc(48, 48, MK_FMT_GRAY, MK_U8), low47 = mk_image_desc(47, 47, MK_FMT_GRAY, MK_U8);
+    TU_OK(mk_image_alloc(NULL, &low48, MK_MEM_HOST));
+    TU_OK(mk_image_alloc(NULL, &low47, MK_MEM_HOST));
+    const mk_box_t in_roi = {20, 20, 40, 40};
+    const struct {
+        const mk_image_t *roi;
+        mk_image_t *low;
+        mk_box_t frame_box;
+        int policy, interval, key;
+    } seq[] = {
+        {&img, &low48, {100, 100, 40, 40}, MK_CFG_KEYFRAME_ADAPTIVE, 30, 1},   /* no model yet */
+        {&small, &low47, {101, 99, 41, 40}, MK_CFG_KEYFRAME_ADAPTIVE, 30, 0},  /* jitter, other working size */
+        {&img, &low48, {102, 101, 40, 41}, MK_CFG_KEYFRAME_ADAPTIVE, 30, 0},
+        {&img, &low48, {300, 100, 40, 40}, MK_CFG_KEYFRAME_ADAPTIVE, 30, 1},   /* moved: same place in its region */
+        {&img, &low48, {300, 100, 40, 40}, MK_CFG_KEYFRAME_ALWAYS, 30, 1},
+        {&img, &low48, {300, 100, 40, 40}, MK_CFG_KEYFRAME_INTERVAL, 2, 0},
+        {&img, &low48, {300, 100, 40, 40}, MK_CFG_KEYFRAME_INTERVAL, 2, 1},
+        {&img, &low48, {500, 300, 40, 40}, MK_CFG_KEYFRAME_INTERVAL, 2, 0},    /* interval ignores the box */
+    };
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        cfg.grabcut.keyframe = seq[i].policy;
+        cfg.grabcut.keyframe_interval = seq[i].interval;
+        int key = -1;
+        TU_OK(mk_cut_run_frame(gc, w, i, seq[i].roi, &in_roi, &seq[i].frame_box, &cfg, seq[i].low, &key));
+        if (key != seq[i].key)
+            fail_msg("frame %zu: keyframe %d, expected %d", i, key, seq[i].key);
+        long fg = 0;
+        for (int y = 0; y < seq[i].low->height; y++)
+            for (int x = 0; x < seq[i].low->width; x++)
+                fg += ((const uint8_t *)mk_image_row(seq[i].low, 0, y))[x] >= 128;
+        assert_true(fg > 0); /* a cut was made, not nothing */
+    }
+    mk_image_free(NULL, &low48);
+    mk_image_free(NULL, &low47);
+    mk_image_free(NULL, &img);
+    mk_cut_work_destroy(w);
+    mk_cut_destroy(gc);
+}
+
 /* The CUDA backend's GrabCut cuts, keyframes and fixed-model frames, against the CPU's. */
 static void test_grabcut_cuda(void **state)
 {
@@ -185,6 +251,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grabcut_beats_box),
         cmocka_unit_test(test_grabcut_fallbacks),
+        cmocka_unit_test(test_keyframe_policy),
         cmocka_unit_test(test_grabcut_cuda),
     };
     return cmocka_run_group_tests(tests, tu_setup_cpu, tu_teardown_cpu);

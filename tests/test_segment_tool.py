@@ -337,6 +337,19 @@ def test_engine_masks(tmp, data):
     outside = sum(1 for y in range(h) for x in range(w) if m0[y * w + x] and
                   (x < bx - bw or x > bx + 2 * bw or y < by - bh or y > by + 2 * bh))
     check(outside == 0, "nothing masked far outside the box (%d pixels)" % outside)
+    # GrabCut: a directory's images each learn their colours; a video's frames, whose box jitters by a few
+    # pixels, keep the first frame's model (adaptive keyframes compare boxes in frame pixels)
+    gc = ["--set", "cut.method=grabcut", "--quiet"] + margs
+    ok_run([d, "-o", os.path.join(tmp, "g-dir")] + gc, "dir, grabcut")
+    ok_run([stream, "-o", os.path.join(tmp, "g-mjpeg")] + gc, "mjpeg, grabcut")
+    kd = [("grabcut_keyframe" in f["flags"]) for f in report(os.path.join(tmp, "g-dir"))["frames"]]
+    ks = [("grabcut_keyframe" in f["flags"]) for f in report(os.path.join(tmp, "g-mjpeg"))["frames"]]
+    check(len(kd) == len(names) and all(kd), "every image of a directory is a GrabCut keyframe: %r" % kd)
+    check(len(ks) == len(names) and ks[0] and sum(ks) <= 2,
+          "the video's first frame is a GrabCut keyframe and few others are: %r" % ks)
+    a = masks_of(os.path.join(tmp, "g-dir"))
+    check(a.get(stems[0]) == masks_of(os.path.join(tmp, "g-mjpeg")).get("000000"),
+          "the first frame's GrabCut mask is the same from the directory and the stream")
 
 
 def test_avi(tmp, data):
