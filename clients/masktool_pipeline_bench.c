@@ -35,7 +35,7 @@ typedef struct {
 typedef struct {
     double *st[8];      /* upload, wait, detect, select, cut, guided, download, total */
     double *e2e, *pub;  /* submit -> masks in host memory; -> published on the bus */
-    int *ndets, *detected;
+    int *ndets, *detected, *key; /* key: GrabCut learnt its model on the frame (a keyframe) */
     uint64_t *hash;     /* FNV-1a of mask and alpha */
     double wall_s;
     int failed;
@@ -88,6 +88,62 @@ static uint64_t fnv(uint64_t h, const mk_image_t *img)
         }
     }
     return h;
+}
+
+/* Where the process's resident memory is: /proc/self/smaps summed per mapping name (a library's segments
+ * together; anonymous memory as "[anon]"), the `top` largest into an array {"mapping", "rss_mb"}. Also the
+ * current total. Linux only; an empty array elsewhere. */
+static cJSON *rss_breakdown(int top, double *total_mb)
+{
+    enum { MAXN = 256 };
+    static char names[MAXN][160];
+    double kb[MAXN] = {0};
+    int n = 0, cur = -1;
+    *total_mb = 0;
+    cJSON *arr = cJSON_CreateArray();
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return arr;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long a, b, v;
+        char perm[8], path[400] = "";
+        if (sscanf(line, "%llx-%llx %7s %*s %*s %*s %399[^\n]", &a, &b, perm, path) >= 3) {
+            const char *nm = path;
+            while (*nm == ' ')
+                nm++;
+            if (!*nm)
+                nm = "[anon]";
+            const char *base = strrchr(nm, '/');
+            base = base ? base + 1 : nm;
+            cur = -1;
+            for (int i = 0; i < n; i++)
+                if (!strcmp(names[i], base))
+                    cur = i;
+            if (cur < 0 && n < MAXN) {
+                snprintf(names[n], sizeof names[n], "%s", base);
+                cur = n++;
+            }
+        } else if (cur >= 0 && sscanf(line, "Rss: %llu kB", &v) == 1) {
+            kb[cur] += (double)v;
+            *total_mb += (double)v / 1024.0;
+        }
+    }
+    fclose(f);
+    for (int k = 0; k < top; k++) {
+        int best = -1;
+        for (int i = 0; i < n; i++)
+            if (kb[i] > 0 && (best < 0 || kb[i] > kb[best]))
+                best = i;
+        if (best < 0)
+            break;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "mapping", names[best]);
+        cJSON_AddNumberToObject(o, "rss_mb", r3(kb[best] / 1024.0));
+        cJSON_AddItemToArray(arr, o);
+        kb[best] = 0;
+    }
+    return arr;
 }
 
 /* ---- the clip ----------------------------------------------------------------------------------------------- */
@@ -204,6 +260,7 @@ static int run_alloc(run_t *r, int n)
             return mk_err_set(MK_ENOMEM, "out of memory");
     if (!(r->e2e = calloc((size_t)n, sizeof(double))) || !(r->pub = calloc((size_t)n, sizeof(double))) ||
         !(r->ndets = calloc((size_t)n, sizeof(int))) || !(r->detected = calloc((size_t)n, sizeof(int))) ||
+        !(r->key = calloc((size_t)n, sizeof(int))) ||
         !(r->hash = calloc((size_t)n, sizeof(uint64_t))))
         return mk_err_set(MK_ENOMEM, "out of memory");
     return 0;
@@ -217,6 +274,7 @@ static void run_free(run_t *r)
     free(r->pub);
     free(r->ndets);
     free(r->detected);
+    free(r->key);
     free(r->hash);
 }
 
@@ -263,6 +321,7 @@ static int run_clip(mk_segment_t *s, const clip_t *c, int n, int depth, maskbus_
             }
             r->ndets[k] = res->ndets;
             r->detected[k] = res->detected;
+            r->key[k] = res->gc_keyframe;
             mk_segment_release(s, res);
         }
         if (i < n && !rc && (rc = mk_segment_submit(s, &c->frames[i % c->n], (uint64_t)i, 0, NULL, -1)) > 0)
@@ -295,6 +354,22 @@ static cJSON *run_json(run_t *r, int n, int bus)
         }
         cJSON_AddItemToObject(st, stage_names[k], dist(r->st[k], n - r->failed));
     }
+    /* the cut of GrabCut's keyframes (the model learnt from the box) and of the frames cut with that model */
+    double *kv = malloc((size_t)n * sizeof *kv), *fv = malloc((size_t)n * sizeof *fv);
+    int nk = 0, nf = 0;
+    for (int i = 0; kv && fv && i < n; i++) {
+        if (r->st[7][i] <= 0)
+            continue; /* a failed frame */
+        if (r->key[i])
+            kv[nk++] = r->st[4][i];
+        else
+            fv[nf++] = r->st[4][i];
+    }
+    cJSON_AddNumberToObject(o, "keyframes", nk);
+    cJSON_AddItemToObject(st, "cut_keyframe", dist(kv, nk));
+    cJSON_AddItemToObject(st, "cut_fixed_model", dist(fv, nf));
+    free(kv);
+    free(fv);
     return o;
 }
 
@@ -508,6 +583,19 @@ int mt_bench_pipeline(int argc, char **argv)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     cJSON_AddNumberToObject(doc, "host_peak_rss_mb", r3((double)ru.ru_maxrss / 1024.0));
+    {
+        /* the peak includes the bench's own decoded clip, which maskd does not hold (it keeps a few frames) */
+        double clip_mb = 0, now_mb;
+        for (int i = 0; i < clip.n; i++)
+            clip_mb += (double)clip.frames[i].pitch * clip.frames[i].height / 1048576.0;
+        cJSON *hr = cJSON_AddObjectToObject(doc, "host_rss");
+        cJSON *top = rss_breakdown(8, &now_mb);
+        cJSON_AddNumberToObject(hr, "peak_mb", r3((double)ru.ru_maxrss / 1024.0));
+        cJSON_AddNumberToObject(hr, "now_mb", r3(now_mb));
+        cJSON_AddNumberToObject(hr, "clip_mb", r3(clip_mb));
+        cJSON_AddNumberToObject(hr, "peak_without_clip_mb", r3((double)ru.ru_maxrss / 1024.0 - clip_mb));
+        cJSON_AddItemToObject(hr, "top_mappings", top);
+    }
     cJSON *dets = cJSON_AddObjectToObject(doc, "detections");
     cJSON *per = cJSON_AddArrayToObject(dets, "per_frame");
     double sum = 0;

@@ -22,7 +22,12 @@ trap 'kill $pid 2>/dev/null || true; rm -rf "$rundir"' EXIT
 timeout "$secs" "$build/clients/maskcat" --bus "$inst" --wait --quiet || [ $? = 124 ]
 "$build/clients/maskctl" --socket "$rundir/control.sock" --json stats > "$out.json"
 "$build/clients/maskctl" --socket "$rundir/control.sock" stats > "$out.txt"
+# the daemon's host memory: peak and current resident set, and where it is (per mapping, largest first)
+grep -E "^Vm(HWM|RSS)|^Rss(Anon|File)" "/proc/$pid/status" > "$out.rss.txt" || true
+awk '/^[0-9a-f]+-[0-9a-f]+ /{n=$6; if (n=="") n="[anon]"; sub(".*/", "", n)} /^Rss:/{r[n]+=$2}
+     END{for (k in r) printf "%8.1f MB  %s\n", r[k]/1024, k}' "/proc/$pid/smaps" 2>/dev/null | sort -rn | head -10 >> "$out.rss.txt" || true
 kill $pid
 wait $pid
 rm -f "/dev/shm/maskd.$inst" "/dev/shm/maskd.$inst.readers"
+cat "$out.rss.txt"
 grep -E "^(state|backend|device|model\.status|fps\.[a-z]+|latency_ms\.[a-z0-9]+|stage_ms\.[a-z]+|frames\.(published|dropped|corrupt)) " "$out.txt"
