@@ -124,7 +124,10 @@ if [ "$what" = pipeline ] || [ "$what" = all ]; then
 d = json.load(open(sys.argv[1]))
 for k, v in d["runs"].items():
     print(sys.argv[1].rsplit("/", 1)[-1], k, "fps", v["fps"], "e2e p50/p99", v["e2e_ms"].get("p50"), v["e2e_ms"].get("p99"),
-          "differ", d["identical"]["frames_differing"], "gpu MB", d.get("gpu_memory_mb", {}).get("used"), "rss MB", d["host_peak_rss_mb"])' "$f"
+          "keyframes", v.get("keyframes"), "cut key/fixed p50", v["stages_ms"].get("cut_keyframe", {}).get("p50"),
+          v["stages_ms"].get("cut_fixed_model", {}).get("p50"),
+          "differ", d["identical"]["frames_differing"], "gpu MB", d.get("gpu_memory_mb", {}).get("used"), "rss MB", d["host_peak_rss_mb"],
+          "without clip", d.get("host_rss", {}).get("peak_without_clip_mb"))' "$f"
     done | tee "$OUT/pipeline_report.txt"
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
