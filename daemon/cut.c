@@ -88,16 +88,6 @@ static int ensure(mk_ctx_t *ctx, mk_image_t *img, int w, int h, mk_format_t form
     return mk_image_alloc(ctx, img, mk_ctx_mem(ctx));
 }
 
-static double box_iou(const mk_box_t *a, const mk_box_t *b)
-{
-    double x0 = a->x > b->x ? a->x : b->x, y0 = a->y > b->y ? a->y : b->y;
-    double x1 = a->x + a->w < b->x + b->w ? a->x + a->w : b->x + b->w;
-    double y1 = a->y + a->h < b->y + b->h ? a->y + a->h : b->y + b->h;
-    double inter = x1 > x0 && y1 > y0 ? (x1 - x0) * (y1 - y0) : 0.0;
-    double uni = (double)a->w * a->h + (double)b->w * b->h - inter;
-    return uni > 0 ? inter / uni : 0.0;
-}
-
 /* Frame `frame`'s keyframe decision, in frame order and once the last keyframe's model is known. A keyframe takes
  * the keyframe facts and leaves the model pending until gc_learnt(); a fixed-model frame gets a copy of the model
  * in *model. Returns 1 for a keyframe.
@@ -116,7 +106,7 @@ static int gc_decide(mk_cut_t *c, uint64_t frame, const mk_box_t *frame_box, con
     int key = !st->have_model || cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ALWAYS ||
               st->since_key + 1 >= cfg->grabcut.keyframe_interval;
     if (!key && cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ADAPTIVE)
-        key = box_iou(frame_box, &st->key_box) < cfg->grabcut.keyframe_iou;
+        key = mk_box_iou(frame_box, &st->key_box) < cfg->grabcut.keyframe_iou;
     if (key) {
         st->key_pending = 1;
         st->key_box = *frame_box;
