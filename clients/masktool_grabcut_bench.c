@@ -29,6 +29,8 @@ typedef struct {
     const mk_gc_model_t *model;
     const mk_grid_graph_t *g;
     mk_image_t *cut;
+    const mk_image_t *alt;    /* OP_CUT: when not NULL, calls alternate between img and alt */
+    int flip;
     mk_gc_stats_t *st;        /* NULL while timing CUDA latency (stats synchronise between stages) */
     mk_maxflow_stats_t *ms;
 } gc_call_t;
@@ -38,7 +40,9 @@ static int gc_once(void *arg)
     gc_call_t *c = arg;
     switch (c->op) {
     case OP_GRABCUT: return mk_grabcut(c->ctx, c->img, c->mask, &c->rect, &c->p, NULL, c->st);
-    case OP_CUT: return mk_grabcut_cut(c->ctx, c->img, c->mask, c->model, &c->p, c->st);
+    case OP_CUT:
+        c->flip ^= c->alt != NULL;
+        return mk_grabcut_cut(c->ctx, c->flip ? c->alt : c->img, c->mask, c->model, &c->p, c->st);
     default: return mk_maxflow_grid(c->ctx, c->g, c->cut, c->ms);
     }
 }
@@ -220,10 +224,30 @@ static int stage_figures(gc_call_t *c, int n, cJSON *o)
     return 0;
 }
 
-/* GrabCut from the rectangle and the fixed-model cut with the model it learnt, at one size. */
+/* The host image moved right by `dx` pixels (the first column repeated), in context memory: the next frame of a
+ * slow pan. */
+static int shifted_copy(mk_ctx_t *ctx, const mk_image_t *host, int dx, mk_image_t *out)
+{
+    mk_image_t tmp = mk_image_desc(host->width, host->height, host->format, MK_U8);
+    *out = tmp;
+    int rc = mk_image_alloc(NULL, &tmp, MK_MEM_HOST);
+    for (int y = 0; y < host->height && !rc; y++) {
+        const uint8_t *srow = mk_image_row(host, 0, y);
+        uint8_t *drow = mk_image_row(&tmp, 0, y);
+        for (int x = 0; x < host->width; x++)
+            memcpy(drow + 3 * x, srow + 3 * (x - dx < 0 ? 0 : x - dx), 3);
+    }
+    if (!rc && !(rc = mk_image_alloc(ctx, out, mk_ctx_mem(ctx))))
+        rc = mk_image_upload(ctx, out, &tmp);
+    mk_image_free(NULL, &tmp);
+    return rc;
+}
+
+/* GrabCut from the rectangle and the fixed-model cut with the model it learnt, at one size: cold, and warm from the
+ * previous call's flow on alternating frames 2 pixels apart (video). */
 static int bench_grabcut_size(mk_ctx_t *ctx, const bench_t *b, const mk_image_t *host, const mk_rect_t *rect)
 {
-    mk_image_t img = *host, mask = mk_image_desc(host->width, host->height, MK_FMT_GRAY, MK_U8);
+    mk_image_t img = *host, mask = mk_image_desc(host->width, host->height, MK_FMT_GRAY, MK_U8), moved = {0};
     mk_gc_model_t model;
     cJSON *o = NULL;
     int stage_runs = b->runs < STAGE_RUNS_MAX ? b->runs : STAGE_RUNS_MAX, rc;
@@ -243,6 +267,15 @@ static int bench_grabcut_size(mk_ctx_t *ctx, const bench_t *b, const mk_image_t 
         if (!(rc = time_call(&c, b, "grabcut-cut", "fixed-model cut", host->width, host->height, &o)))
             rc = stage_figures(&c, stage_runs, o);
     }
+    if (!rc && !(rc = shifted_copy(ctx, host, 2, &moved))) {
+        c.alt = &moved;
+        c.p.warm_start = 1;
+        if (!(rc = time_call(&c, b, "grabcut-cut-warm",
+                             "fixed-model cut, max-flow warm from the previous call: the image and the image moved "
+                             "2 px, alternating", host->width, host->height, &o)))
+            rc = stage_figures(&c, stage_runs, o);
+    }
+    mk_image_free(ctx, &moved);
     mk_image_free(ctx, &img);
     mk_image_free(ctx, &mask);
     return rc;

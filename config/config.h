@@ -78,6 +78,7 @@ struct mk_config {
         int keyframe; /* MK_CFG_KEYFRAME_* */
         int keyframe_interval;
         double keyframe_iou;
+        int warm_start;
     } grabcut;
     struct {
         int radius;

@@ -216,6 +216,7 @@ int mk_ctx_scratch(mk_ctx_t *ctx, mk_scratch_slot_t slot, size_t bytes, void **p
         if ((rc = ctx_zero(ctx, mem, ctx->scratch[slot].ptr, ctx->scratch[slot].bytes)))
             return rc;
         ctx->scratch[slot].dirty = 0;
+        ctx->scratch[slot].tag = 0;
     }
     if (fresh)
         *fresh = zero;

@@ -32,6 +32,7 @@ struct mk_ctx {
         void *ptr;
         size_t bytes;
         int dirty;       /* contents unknown after a failed launch: zero again before use */
+        unsigned long long tag; /* the last user's description of what it left (0 after zeroing) */
     } scratch[MK_SCRATCH_COUNT];
 };
 

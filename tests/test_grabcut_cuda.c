@@ -762,6 +762,88 @@ static void test_repeated(void **state)
     mk_image_free(NULL, &small);
 }
 
+/* The fixed-model cut warm from the flow of the previous call (mk_gc_params_t.warm_start): frames of a slow pan
+ * (the image moved by 0, 3 and 6 pixels) after a keyframe give the labels, flow and energy of a cold cut of the same
+ * frame; the same frame twice needs no push pass the second time (the kept flow is already maximum); a call of
+ * another size in between makes the next one start cold. */
+static void test_cut_warm(void **state)
+{
+    (void)state;
+    mk_image_t img = {0};
+    mk_rect_t rect;
+    if (!load_bench("person7.jpg", &img, &rect)) {
+        print_message("no benchmark images: skipped\n");
+        return;
+    }
+    const int w = img.width, h = img.height;
+    mk_gc_params_t cold = mk_gc_params_default(), warm = cold;
+    warm.warm_start = 1;
+    mk_gc_model_t model;
+    mk_gc_stats_t sc, sw;
+    mk_image_t dimg = tu_to_ctx(gpu, &img, 3), dm = mk_image_desc(w, h, MK_FMT_GRAY, MK_U8), frames[3];
+    TU_OK(mk_image_alloc(gpu, &dm, MK_MEM_DEVICE));
+    for (int f = 0; f < 3; f++) {
+        mk_image_t moved = mk_image_desc(w, h, img.format, MK_U8);
+        TU_OK(mk_image_alloc(NULL, &moved, MK_MEM_HOST));
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                memcpy((uint8_t *)mk_image_row(&moved, 0, y) + 3 * x,
+                       (const uint8_t *)mk_image_row(&img, 0, y) + 3 * (x - 3 * f < 0 ? 0 : x - 3 * f), 3);
+        frames[f] = tu_to_ctx(gpu, &moved, 0);
+        mk_image_free(NULL, &moved);
+    }
+    /* the rectangle's labels, as the daemon sets them before each fixed-model frame */
+    mk_image_t labels = new_host(w, h);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            ((uint8_t *)mk_image_row(&labels, 0, y))[x] =
+                x >= rect.x && x < rect.x + rect.width && y >= rect.y && y < rect.y + rect.height ? MK_GC_PR_FGD
+                                                                                                 : MK_GC_BGD;
+    TU_OK(mk_image_upload(gpu, &dm, &labels));
+    TU_OK(mk_grabcut(gpu, &dimg, &dm, &rect, &cold, &model, NULL));
+    for (int f = 0; f < 4; f++) {
+        const mk_image_t *frame = &frames[f < 3 ? f : 2];
+        TU_OK(mk_image_upload(gpu, &dm, &labels));
+        TU_OK(mk_grabcut_cut(gpu, frame, &dm, &model, &warm, &sw));
+        mk_image_t got_w = tu_to_host(gpu, &dm);
+        TU_OK(mk_image_upload(gpu, &dm, &labels));
+        TU_OK(mk_grabcut_cut(gpu, frame, &dm, &model, &cold, &sc));
+        mk_image_t got_c = tu_to_host(gpu, &dm);
+        char what[96];
+        snprintf(what, sizeof what, "warm cut, frame %d", f);
+        assert_same_labels(&got_c, &got_w, what);
+        print_message("%s: flow %lld, push passes warm %d cold %d\n", what, (long long)sw.flow, sw.rounds, sc.rounds);
+        if (sw.flow != sc.flow || !(fabs(sw.energy - sc.energy) <= 1e-9 * fmax(1.0, fabs(sc.energy))))
+            fail_msg("%s: flow %lld energy %.17g, cold %lld %.17g", what, (long long)sw.flow, sw.energy,
+                     (long long)sc.flow, sc.energy);
+        assert_true(sc.rounds > 0);
+        /* The cold cut just left this frame's maximum flow; the next call (frame 3 = frame 2) starts from a
+         * maximum flow of its own graph. */
+        if (f == 3)
+            assert_int_equal(sw.rounds, 0);
+        mk_image_free(NULL, &got_w);
+        mk_image_free(NULL, &got_c);
+    }
+    /* Another size in between: the next warm call starts cold. */
+    mk_image_t small = mk_image_desc(64, 48, MK_FMT_GRAY, MK_U8), dsmall = dimg;
+    TU_OK(mk_image_alloc(gpu, &small, MK_MEM_DEVICE));
+    TU_OK(mk_image_memset(gpu, &small, MK_GC_PR_FGD));
+    dsmall.width = 64;
+    dsmall.height = 48;
+    dsmall.owned = 0;
+    TU_OK(mk_grabcut_cut(gpu, &dsmall, &small, &model, &warm, NULL));
+    TU_OK(mk_image_upload(gpu, &dm, &labels));
+    TU_OK(mk_grabcut_cut(gpu, &frames[2], &dm, &model, &warm, &sw));
+    assert_true(sw.rounds > 0);
+    mk_image_free(gpu, &small);
+    for (int f = 0; f < 3; f++)
+        mk_image_free(gpu, &frames[f]);
+    mk_image_free(NULL, &labels);
+    mk_image_free(gpu, &dm);
+    mk_image_free(gpu, &dimg);
+    mk_image_free(NULL, &img);
+}
+
 /* ---- bad input -------------------------------------------------------------------------------------------- */
 
 /* Both backends on the same bad mask: the same error code, and the CUDA mask as the CPU leaves it. */
@@ -874,7 +956,8 @@ int main(void)
         cmocka_unit_test(test_nlinks),        cmocka_unit_test(test_tlinks),
         cmocka_unit_test(test_grabcut_bench), cmocka_unit_test(test_grabcut_random),
         cmocka_unit_test(test_cut),           cmocka_unit_test(test_binary),
-        cmocka_unit_test(test_repeated),      cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_repeated),      cmocka_unit_test(test_cut_warm),
+        cmocka_unit_test(test_bad_input),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mk_ctx_destroy(cpu);

@@ -1165,6 +1165,13 @@ void model_out(const gc_result &r, int K, mk_gc_model_t *model)
     }
 }
 
+/* The GrabCut slot's tag after a call that leaves a w x h flow in the solver's arrays: a later fixed-model cut of
+ * the same size may start from it (mk_gc_params_t.warm_start). */
+unsigned long long flow_tag(int w, int h)
+{
+    return 1ull << 63 | (unsigned long long)w << 32 | (unsigned)h;
+}
+
 /* Copies a w x h array of `elem`-byte elements, `spitch` elements per row, to the caller's. */
 int copy_out(mk_ctx_t *ctx, const gc_plan &pl, void *dst, size_t dpitch, const void *src, size_t spitch,
              size_t elem)
@@ -1188,6 +1195,7 @@ extern "C" int mk_grabcut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t 
     tm.on = stats != NULL;
     if ((rc = plan_call(ctx, img->width, img->height, &pl)))
         return rc;
+    ctx->scratch[MK_SCRATCH_GRABCUT].tag = 0;
     gc_args a = make_args(pl, img, mask, p);
     a.assign = p->iterations > 0;
     if ((rc = tm.mark(ctx, ST_KMEANS)) || (rc = launch_coop(ctx, kmeans_kernel, pl, a)) ||
@@ -1217,6 +1225,8 @@ extern "C" int mk_grabcut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t 
     }
     if ((rc = read_result(ctx, pl, mask, &res)))
         return rc;
+    if (p->iterations > 0)
+        ctx->scratch[MK_SCRATCH_GRABCUT].tag = flow_tag(pl.w, pl.h);
     if (model)
         model_out(res, p->K, model);
     if (stats) {
@@ -1247,11 +1257,15 @@ extern "C" int mk_grabcut_cut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_imag
     a.iter = 1;
     a.energy = stats != NULL;
     a.ncpart = pl.flat_blocks;
-    if ((rc = tm.mark(ctx, ST_GRAPH)) || (rc = mk_pr_reset(pl.pr)) || (rc = launch_beta(ctx, pl, a)) ||
+    /* Warm: the flow the last call of this size left (plan_call's scratch zeroing clears the tag). */
+    const bool warm = p->warm_start && ctx->scratch[MK_SCRATCH_GRABCUT].tag == flow_tag(pl.w, pl.h);
+    ctx->scratch[MK_SCRATCH_GRABCUT].tag = 0;
+    if ((rc = tm.mark(ctx, ST_GRAPH)) || (!warm && (rc = mk_pr_reset(pl.pr))) || (rc = launch_beta(ctx, pl, a)) ||
         (rc = launch_graph<true>(ctx, pl, a, *model)) || (rc = tm.mark(ctx, ST_GRAPH)) ||
         (rc = solve(pl, 0, stats ? &st : NULL)) || (rc = launch_final(ctx, pl, a)) ||
         (rc = tm.mark(ctx, ST_MAXFLOW)) || (rc = read_result(ctx, pl, mask, &res)))
         return rc;
+    ctx->scratch[MK_SCRATCH_GRABCUT].tag = flow_tag(pl.w, pl.h);
     if (stats) {
         if ((rc = tm.read(&st)))
             return rc;

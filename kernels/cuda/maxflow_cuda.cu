@@ -1,11 +1,21 @@
 /* maxflow_cuda: push-relabel max-flow on the 8-connected grid in one cooperative kernel (maxflow_cuda.h explains
  * the algorithm and the state), the solver object around it, and mk_maxflow_grid_cuda.
  *
- * Kernel layout: 256 threads per block; a tile visit gives each thread one column of a 32 x 32 tile and four of its
- * rows (rows ty, ty + 8, ty + 16, ty + 24: never two neighbours of each other). Blocks loop over the tiles of the
- * pass's tiling; passes are separated by grid.sync(), and every choice after a sync (another pass, another round,
- * stop) is made from values written before it, so all blocks take it alike. Mutable global state is read with
- * __ldcg and written with __stcg or atomics (L2), never through the incoherent L1. */
+ * Kernel layout: 1024 threads per block (MK_PR_THREADS), one block per SM; a tile visit gives each thread one pixel
+ * of a 32 x 32 tile (with 512 or 256 threads, two or four pixels of one column, kRows rows apart). A tile visit is
+ * a chain of dependent shared-memory steps separated by block barriers, so its latency, not the device's
+ * throughput, sets the pace of a pass: one pixel per thread makes each step about four times shorter than four
+ * pixels per thread (H100, 640x480 GrabCut graph: 1.68 ms against 3.09 ms; NOTES.md, session 6).
+ * A pass visits the tiles on its list (the first BFS pass of a global relabel: every tile of tiling 0): tiles are
+ * put on the next pass's list when their flag is raised (wake, or the relabel's scan for active pixels) and the
+ * blocks share the list out evenly, so the few active tiles of a pass never queue behind each other on one block.
+ * Passes are separated by grid.sync(), and every choice after a sync (another pass, another round, stop) is made
+ * from values written before it, so all blocks take it alike. Mutable global state is read with __ldcg and written
+ * with __stcg or atomics (L2), never through the incoherent L1.
+ *
+ * MASKD_MAXFLOW_PROFILE=1 selects an instantiation of the kernel that counts clock cycles per phase (tile load,
+ * local BFS, sweeps, store, BFS visits, waiting at grid barriers) and the slowest visit of every pass, printed to
+ * stderr after each solve with statistics; the default instantiation has none of that code. */
 #include "maxflow_cuda.h"
 
 #include "cuda_check.h"
@@ -15,6 +25,7 @@
 #include <cooperative_groups.h>
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,8 +33,12 @@ namespace cg = cooperative_groups;
 
 namespace {
 
-const int kThreads = 256;
+#ifndef MK_PR_THREADS
+#define MK_PR_THREADS 1024 /* threads per block: 1024 (a pixel each), 512 or 256 (2 or 4, rows kRows apart) */
+#endif
+const int kThreads = MK_PR_THREADS;
 const int kTile = MK_PR_TILE;
+const int kRows = kThreads / 32;              /* tile rows a step covers: thread t has column t % 32, row t / 32 */
 const int kRing = kTile + 2;                  /* side of a tile with its one-pixel ring */
 const int kPix = kTile * kTile / kThreads;    /* pixels per thread in a tile visit */
 const int kRingCells = 4 * kTile + 4;         /* pixels of the ring */
@@ -59,6 +74,18 @@ struct pr_ctl {
     long long flow;
 };
 
+/* MASKD_MAXFLOW_PROFILE=1: where a solve's time goes, in SM clock cycles (clock64), counted by thread 0 of every
+ * block and added up over the blocks at the end of the kernel. */
+enum {
+    PF_PUSH_LOAD, PF_PUSH_LBFS, PF_PUSH_SWEEP, PF_PUSH_STORE, PF_BFS_VISIT, PF_SYNC, PF_SKIP, PF_LABELS, /* cycles */
+    PF_PUSH_VISITS, PF_BFS_VISITS, PF_LBFS_ITERS, PF_SWEEPS, PF_STALL_BFS, PF_BFS_ITERS, PF_KERNEL, PF_PASSES,
+    PF_N,
+    PF_PASS_MAX = 32,       /* per pass: the slowest visit's cycles */
+    PF_MAX_PASSES = 4096,
+    PF_PASS_KIND = PF_PASS_MAX + PF_MAX_PASSES, /* per pass: 1 BFS, 2 push */
+    PF_TOTAL = PF_PASS_KIND + PF_MAX_PASSES
+};
+
 struct pr_args {
     int w, h;
     int pitch; /* elements per row of every per-pixel array */
@@ -69,6 +96,7 @@ struct pr_args {
     int32_t *dist;     /* BFS distances (kInf between global relabels) */
     uint16_t *rmask;   /* residual directions, kSink, kExcess: set by each global relabel's first pass */
     unsigned *pflag[2], *bflag[2]; /* per tiling: tiles woken for the next push / BFS pass */
+    unsigned *list[2];              /* the tiles of pass g in list[g & 1], cnt[g % 3] of them */
     long long *tile_flow;           /* per tile of tiling 0: its pixels' share of the flow value */
     pr_ctl *ctl;
     uint8_t *cut;
@@ -76,6 +104,7 @@ struct pr_args {
     long long *flow_out;
     int ntx[2], nty[2];
     int sweeps, push_passes, margin, max_rounds;
+    unsigned long long *prof; /* PF_TOTAL counters, or NULL */
 };
 
 struct sm_push {
@@ -98,6 +127,7 @@ union sm_all {
 
 struct sm_block {
     sm_all u;
+    long long pf[PF_N];            /* thread 0's profile counters (when a.prof) */
     unsigned next;                 /* bits of the other tiling's 2x2 tiles to wake (maxflow_tiles.h) */
     int go;                        /* the current tile's flag, read once for the block */
     long long red[kThreads / 32];  /* block reductions */
@@ -118,6 +148,24 @@ __device__ __forceinline__ int vload(const int *p)
     return *(const volatile int *)p;
 }
 
+
+/* Profile: thread 0 adds the cycles since *t0 to counter k and restarts *t0. */
+template <bool P>
+__device__ __forceinline__ void pf_mark(const pr_args &a, sm_block &sb, int k, long long &t0)
+{
+    if (P && a.prof && threadIdx.x == 0) {
+        long long t = clock64();
+        sb.pf[k] += t - t0;
+        t0 = t;
+    }
+}
+
+template <bool P>
+__device__ __forceinline__ void pf_count(const pr_args &a, sm_block &sb, int k, long long v)
+{
+    if (P && a.prof && threadIdx.x == 0)
+        sb.pf[k] += v;
+}
 
 /* Ring cell q (0..kRingCells-1) as tile coordinates (-1..kTile). */
 __device__ __forceinline__ void ring_pos(int q, int &i, int &j)
@@ -182,9 +230,10 @@ __device__ long long block_sum(sm_block &s, long long v)
     return t;
 }
 
-/* Thread 0: wakes the other tiling's tiles named by the bits (relative to tile (cx, cy) of tiling o), counting
- * the tiles it woke in *cnt. */
-__device__ void wake(const pr_args &a, unsigned *flags, unsigned bits, int cx, int cy, int o, unsigned *cnt)
+/* Thread 0: wakes the other tiling's tiles named by the bits (relative to tile (cx, cy) of tiling o): each tile
+ * whose flag it raised goes to the next pass's list (list, *cnt entries). */
+__device__ void wake(const pr_args &a, unsigned *flags, unsigned bits, int cx, int cy, int o, unsigned *cnt,
+                     unsigned *list)
 {
     int n = !o, c0 = mk_pr_next_first(cx, o), r0 = mk_pr_next_first(cy, o);
     for (int b = 0; b < 4; b++) {
@@ -192,36 +241,22 @@ __device__ void wake(const pr_args &a, unsigned *flags, unsigned bits, int cx, i
         if (!((bits >> b) & 1) || c < 0 || r < 0 || c >= a.ntx[n] || r >= a.nty[n])
             continue;
         if (atomicExch(flags + r * a.ntx[n] + c, 1u) == 0u)
-            atomicAdd(cnt, 1u);
+            __stcg(list + atomicAdd(cnt, 1u), (unsigned)(r * a.ntx[n] + c));
     }
-}
-
-/* Thread 0 reads and clears a tile's flag; the block gets it. */
-__device__ bool take_flag(sm_block &s, unsigned *flag)
-{
-    if (threadIdx.x == 0) {
-        s.go = __ldcg(flag) != 0;
-        if (s.go)
-            __stcg(flag, 0u);
-    }
-    __syncthreads();
-    bool go = s.go;
-    __syncthreads();
-    return go;
 }
 
 /* ---- global relabel: one tile of one BFS pass ---- */
 
 /* Relaxes the tile's distances to their fixpoint given the ring: d(p) = 1 for sink pixels, else 1 + the smallest
  * distance over p's residual arcs. Every value is an upper bound of the true distance throughout. */
-__device__ void bfs_relax(sm_bfs &s)
+__device__ int bfs_relax(sm_bfs &s)
 {
     const int i = threadIdx.x & 31;
-    for (;;) {
+    for (int iter = 1;; iter++) {
         int changed = 0;
 #pragma unroll 1
         for (int k = 0; k < kPix; k++) {
-            int j = (threadIdx.x >> 5) + 8 * k;
+            int j = (threadIdx.x >> 5) + kRows * k;
             unsigned m = (unsigned)s.m[j * kTile + i];
             if (!(m & 0xffu) || (m & kSink))
                 continue;
@@ -237,14 +272,15 @@ __device__ void bfs_relax(sm_bfs &s)
             }
         }
         if (!__syncthreads_or(changed))
-            break;
+            return iter;
     }
 }
 
 /* The first pass of a global relabel (first) computes each pixel's residual mask from the flow, seeds the sink
  * pixels with distance 1 and adds up the tile's share of the flow value; later passes start from the stored
  * masks and distances. Pixels whose distance dropped wake the other tiling's tiles around them. */
-__device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool first, unsigned *cnt)
+template <bool P>
+__device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool first, unsigned *cnt, unsigned *list)
 {
     sm_bfs &s = sb.u.b;
     const int tid = threadIdx.x, i = tid & 31;
@@ -255,7 +291,7 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
         sb.next = 0;
 #pragma unroll 1
     for (int k = 0; k < kPix; k++) {
-        int j = (tid >> 5) + 8 * k, x = x0 + i, y = y0 + j;
+        int j = (tid >> 5) + kRows * k, x = x0 + i, y = y0 + j;
         unsigned m = 0;
         int dist = kInf, before = kInf;
         if (inside(a, x, y)) {
@@ -289,11 +325,11 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
         s.d[(rj + 1) * kRing + ri + 1] = inside(a, x, y) ? __ldcg(a.dist + at(a, x, y)) : kInf;
     }
     __syncthreads();
-    bfs_relax(s);
+    pf_count<P>(a, sb, PF_BFS_ITERS, bfs_relax(s));
     unsigned bits = 0;
 #pragma unroll 1
     for (int k = 0; k < kPix; k++) {
-        int j = (tid >> 5) + 8 * k, x = x0 + i, y = y0 + j;
+        int j = (tid >> 5) + kRows * k, x = x0 + i, y = y0 + j;
         if (!inside(a, x, y))
             continue;
         int dist = s.d[(j + 1) * kRing + i + 1];
@@ -318,7 +354,7 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
         __syncthreads();
     }
     if (tid == 0 && sb.next)
-        wake(a, a.bflag[!o], sb.next, cx, cy, o, cnt);
+        wake(a, a.bflag[!o], sb.next, cx, cy, o, cnt, list);
     __syncthreads();
 }
 
@@ -326,20 +362,20 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
 
 /* Local BFS inside the tile: distances to the sink pixels (1) or through the ring (ring label + 1); labels are
  * raised to them (never lowered). Returns whether a pixel with excess has a label below hc. */
-__device__ bool push_local_bfs(const pr_args &a, sm_push &s, int x0, int y0, int hc)
+__device__ bool push_local_bfs(const pr_args &a, sm_push &s, int x0, int y0, int hc, int &iters)
 {
     const int tid = threadIdx.x, i = tid & 31;
 #pragma unroll 1
     for (int k = 0; k < kPix; k++) {
-        int j = (tid >> 5) + 8 * k;
+        int j = (tid >> 5) + kRows * k;
         s.d[(j + 1) * kRing + i + 1] = inside(a, x0 + i, y0 + j) && s.w[j * kTile + i] < 0 ? 1 : kInf;
     }
     __syncthreads();
-    for (;;) {
+    for (iters = 1;; iters++) {
         int changed = 0;
 #pragma unroll 1
         for (int k = 0; k < kPix; k++) {
-            int j = (tid >> 5) + 8 * k, idx = j * kTile + i, hidx = (j + 1) * kRing + i + 1;
+            int j = (tid >> 5) + kRows * k, idx = j * kTile + i, hidx = (j + 1) * kRing + i + 1;
             if (!inside(a, x0 + i, y0 + j) || s.w[idx] < 0)
                 continue;
             int cur = vload(&s.d[hidx]), best = cur;
@@ -358,7 +394,7 @@ __device__ bool push_local_bfs(const pr_args &a, sm_push &s, int x0, int y0, int
     int act = 0;
 #pragma unroll 1
     for (int k = 0; k < kPix; k++) {
-        int j = (tid >> 5) + 8 * k, idx = j * kTile + i, hidx = (j + 1) * kRing + i + 1;
+        int j = (tid >> 5) + kRows * k, idx = j * kTile + i, hidx = (j + 1) * kRing + i + 1;
         if (!inside(a, x0 + i, y0 + j))
             continue;
         int h = max(s.h[hidx], s.d[hidx]);
@@ -431,17 +467,20 @@ __device__ int relabel_pixel(sm_push &s, int idx, int hidx, int hc)
     return hu < hc;
 }
 
-__device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc, unsigned *cnt)
+template <bool P>
+__device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc, unsigned *cnt, unsigned *list)
 {
     sm_push &s = sb.u.p;
     const int tid = threadIdx.x, i = tid & 31;
     const int cx = t % a.ntx[o], cy = t / a.ntx[o];
     const int x0 = mk_pr_origin(cx, o), y0 = mk_pr_origin(cy, o);
+    long long t0 = (P && a.prof) ? clock64() : 0;
+    int iters = 0;
     if (tid == 0)
         sb.next = 0;
 #pragma unroll 1
     for (int k = 0; k < kPix; k++) {
-        int j = (tid >> 5) + 8 * k, x = x0 + i, y = y0 + j, idx = j * kTile + i;
+        int j = (tid >> 5) + kRows * k, x = x0 + i, y = y0 + j, idx = j * kTile + i;
         int r[8], w = 0, h = kInf;
 #pragma unroll
         for (int d = 0; d < 8; d++)
@@ -465,14 +504,18 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
         s.d[hq] = h;
     }
     __syncthreads();
-    bool active = push_local_bfs(a, s, x0, y0, hc);
+    pf_mark<P>(a, sb, PF_PUSH_LOAD, t0);
+    bool active = push_local_bfs(a, s, x0, y0, hc, iters);
+    pf_count<P>(a, sb, PF_LBFS_ITERS, iters);
+    pf_mark<P>(a, sb, PF_PUSH_LBFS, t0);
     bool stalled = false;
     for (int sweep = 0; sweep < a.sweeps && active; sweep++) {
+        pf_count<P>(a, sb, PF_SWEEPS, 1);
         int pushed = 0;
         unsigned bits = 0;
 #pragma unroll 1
         for (int k = 0; k < kPix; k++) {
-            int j = (tid >> 5) + 8 * k, x = x0 + i, y = y0 + j;
+            int j = (tid >> 5) + kRows * k, x = x0 + i, y = y0 + j;
             if (inside(a, x, y))
                 pushed |= push_pixel(a, s, i, j, x, y, hc, cx, cy, o, bits);
         }
@@ -482,7 +525,7 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
         int act = 0;
 #pragma unroll 1
         for (int k = 0; k < kPix; k++) {
-            int j = (tid >> 5) + 8 * k;
+            int j = (tid >> 5) + kRows * k;
             if (inside(a, x0 + i, y0 + j))
                 act |= relabel_pixel(s, j * kTile + i, (j + 1) * kRing + i + 1, hc);
         }
@@ -491,16 +534,18 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
         if (!pushed) {
             if (stalled)
                 break;
-            active = push_local_bfs(a, s, x0, y0, hc);
+            active = push_local_bfs(a, s, x0, y0, hc, iters);
+            pf_count<P>(a, sb, PF_STALL_BFS, 1);
             stalled = true;
         } else {
             stalled = false;
         }
     }
+    pf_mark<P>(a, sb, PF_PUSH_SWEEP, t0);
     unsigned bits = 0;
 #pragma unroll 1
     for (int k = 0; k < kPix; k++) {
-        int j = (tid >> 5) + 8 * k, x = x0 + i, y = y0 + j, idx = j * kTile + i;
+        int j = (tid >> 5) + kRows * k, x = x0 + i, y = y0 + j, idx = j * kTile + i;
         if (!inside(a, x, y))
             continue;
         size_t p = at(a, x, y);
@@ -521,12 +566,25 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
         atomicOr(&sb.next, bits);
     __syncthreads();
     if (tid == 0 && sb.next)
-        wake(a, a.pflag[!o], sb.next, cx, cy, o, cnt);
+        wake(a, a.pflag[!o], sb.next, cx, cy, o, cnt, list);
     __syncthreads();
+    pf_mark<P>(a, sb, PF_PUSH_STORE, t0);
+}
+
+/* The profile's per-pass slot: the slowest visit of pass g (thread 0). */
+template <bool P>
+__device__ __forceinline__ void pf_pass(const pr_args &a, unsigned gp, int kind, long long cycles)
+{
+    if (P && a.prof && threadIdx.x == 0 && gp < (unsigned)PF_MAX_PASSES) {
+        atomicMax(a.prof + PF_PASS_MAX + gp, (unsigned long long)cycles);
+        if (blockIdx.x == 0)
+            a.prof[PF_PASS_KIND + gp] = (unsigned long long)kind;
+    }
 }
 
 /* ---- the solve ---- */
 
+template <bool P>
 __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
 {
     __shared__ sm_block sb;
@@ -535,6 +593,11 @@ __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
     const bool leader = blockIdx.x == 0 && tid == 0;
     const int ntile0 = a.ntx[0] * a.nty[0], ntile1 = a.ntx[1] * a.nty[1]; /* ntile1 >= ntile0 */
     const long long gtid = (long long)blockIdx.x * kThreads + tid, gsize = (long long)gridDim.x * kThreads;
+    const long long k0 = (P && a.prof) ? clock64() : 0;
+    long long t0 = k0;
+    if (P && a.prof && tid == 0)
+        for (int k = 0; k < PF_N; k++)
+            sb.pf[k] = 0;
 
     /* Start: the kept flow clamped to the capacities (edges leaving the grid carry none), no distances, no
      * flags. */
@@ -573,12 +636,23 @@ __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
         for (int bp = 0;; bp++) {
             const int o = bp & 1;
             const bool first = bp == 0;
-            unsigned *cnt = &a.ctl->cnt[(gp + 1) % 3];
-            for (int t = blockIdx.x; t < (o ? ntile1 : ntile0); t += gridDim.x) {
-                if (!first && !take_flag(sb, a.bflag[o] + t))
-                    continue;
-                bfs_visit(a, sb, o, t, first, cnt);
+            unsigned *cnt = &a.ctl->cnt[(gp + 1) % 3], *next = a.list[(gp + 1) & 1];
+            const unsigned *mine = a.list[gp & 1];
+            /* the first pass visits every tile of tiling 0, the others the tiles woken for them */
+            const int n = first ? ntile0 : (int)__ldcg(&a.ctl->cnt[gp % 3]);
+            long long slow = 0;
+            for (int i = blockIdx.x; i < n; i += gridDim.x) {
+                const int t = first ? i : (int)__ldcg(mine + i);
+                if (!first && tid == 0)
+                    __stcg(a.bflag[o] + t, 0u);
+                pf_mark<P>(a, sb, PF_SKIP, t0);
+                long long v0 = t0;
+                bfs_visit<P>(a, sb, o, t, first, cnt, next);
+                pf_mark<P>(a, sb, PF_BFS_VISIT, t0);
+                pf_count<P>(a, sb, PF_BFS_VISITS, 1);
+                slow = max(slow, t0 - v0);
             }
+            pf_pass<P>(a, gp, 1, slow);
             if (first) {
                 for (long long t = gtid; t < ntile1; t += gsize) {
                     if (t < ntile0)
@@ -592,7 +666,9 @@ __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
                 a.ctl->cnt[(gp + 2) % 3] = 0;
                 a.ctl->bfs_passes++;
             }
+            pf_mark<P>(a, sb, PF_SKIP, t0);
             grid.sync();
+            pf_mark<P>(a, sb, PF_SYNC, t0);
             unsigned woken = __ldcg(cnt);
             gp++;
             if (!woken)
@@ -608,6 +684,7 @@ __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
         /* The distances become the labels (and are reset for the next relabel); the cut of this preflow; is
          * anything active? */
         int active = 0, dmax = 0;
+        pf_mark<P>(a, sb, PF_SKIP, t0);
         for (int y = blockIdx.x; y < a.h; y += gridDim.x)
             for (int x = tid; x < a.w; x += kThreads) {
                 size_t p = at(a, x, y);
@@ -618,8 +695,13 @@ __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
                 if (dist < kInf) {
                     dmax = max(dmax, dist);
                     if (__ldcg(a.rmask + p) & kExcess) {
+                        /* the tile goes to the first push pass's list (pass gp: the relabel's last pass left
+                         * cnt[gp % 3] at 0) */
+                        const unsigned t = (unsigned)((y / kTile) * a.ntx[0] + x / kTile);
+                        unsigned *f = a.pflag[0] + t;
                         active++;
-                        __stcg(a.pflag[0] + (y / kTile) * a.ntx[0] + x / kTile, 1u);
+                        if (!__ldcg(f) && atomicExch(f, 1u) == 0u)
+                            __stcg(a.list[gp & 1] + atomicAdd(&a.ctl->cnt[gp % 3], 1u), t);
                     }
                 }
             }
@@ -635,7 +717,9 @@ __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
         }
         if (leader)
             a.ctl->relabels++;
+        pf_mark<P>(a, sb, PF_LABELS, t0);
         grid.sync();
+        pf_mark<P>(a, sb, PF_SYNC, t0);
         active = __ldcg(&a.ctl->active);
         dmax = __ldcg(&a.ctl->dmax);
         if (!active)
@@ -649,15 +733,30 @@ __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
         const int hc = dmax + a.margin;
         for (int pp = 0; pp < a.push_passes; pp++) {
             const int o = pp & 1;
-            unsigned *cnt = &a.ctl->cnt[(gp + 1) % 3];
-            for (int t = blockIdx.x; t < (o ? ntile1 : ntile0); t += gridDim.x)
-                if (take_flag(sb, a.pflag[o] + t))
-                    push_visit(a, sb, o, t, hc, cnt);
+            unsigned *cnt = &a.ctl->cnt[(gp + 1) % 3], *next = a.list[(gp + 1) & 1];
+            const unsigned *mine = a.list[gp & 1];
+            const int n = (int)__ldcg(&a.ctl->cnt[gp % 3]);
+            long long slow = 0;
+            for (int i = blockIdx.x; i < n; i += gridDim.x) {
+                const int t = (int)__ldcg(mine + i);
+                if (tid == 0)
+                    __stcg(a.pflag[o] + t, 0u);
+                pf_mark<P>(a, sb, PF_SKIP, t0);
+                long long v0 = t0;
+                push_visit<P>(a, sb, o, t, hc, cnt, next);
+                if (P && a.prof && tid == 0)
+                    t0 = clock64();
+                pf_count<P>(a, sb, PF_PUSH_VISITS, 1);
+                slow = max(slow, t0 - v0);
+            }
+            pf_pass<P>(a, gp, 2, slow);
             if (leader) {
                 a.ctl->cnt[(gp + 2) % 3] = 0;
                 a.ctl->push_passes++;
             }
+            pf_mark<P>(a, sb, PF_SKIP, t0);
             grid.sync();
+            pf_mark<P>(a, sb, PF_SYNC, t0);
             unsigned woken = __ldcg(cnt);
             gp++;
             if (!woken)
@@ -683,6 +782,13 @@ __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
             *a.flow_out = status ? -1 : flow;
         }
     }
+    if (P && a.prof && tid == 0) {
+        sb.pf[PF_KERNEL] = clock64() - k0;
+        if (blockIdx.x == 0)
+            sb.pf[PF_PASSES] = gp;
+        for (int k = 0; k < PF_N; k++)
+            atomicAdd(a.prof + k, (unsigned long long)sb.pf[k]);
+    }
 }
 
 /* ---- host side ---- */
@@ -690,7 +796,7 @@ __global__ void __launch_bounds__(kThreads) pr_kernel(pr_args a)
 /* Where each array lives in the solver's buffer (byte offsets, 256-aligned). */
 struct layout {
     size_t pitch; /* elements */
-    size_t cap[4], term, flow[4], lab, dist, rmask, pflag[2], bflag[2], tile_flow, ctl, flow_own;
+    size_t cap[4], term, flow[4], lab, dist, rmask, pflag[2], bflag[2], list[2], tile_flow, ctl, flow_own;
     size_t total;
     int ntx[2], nty[2];
 };
@@ -723,6 +829,8 @@ void layout_of(int w, int h, layout &l)
     l.pflag[1] = take(off, tiles1 * sizeof(unsigned));
     l.bflag[0] = take(off, tiles0 * sizeof(unsigned));
     l.bflag[1] = take(off, tiles1 * sizeof(unsigned));
+    l.list[0] = take(off, tiles1 * sizeof(unsigned));
+    l.list[1] = take(off, tiles1 * sizeof(unsigned));
     l.tile_flow = take(off, tiles0 * sizeof(long long));
     l.ctl = take(off, sizeof(pr_ctl));
     l.flow_own = take(off, sizeof(long long));
@@ -781,6 +889,52 @@ int download_plane(const mk_pr_solver_t *s, int32_t *dst, size_t off)
 {
     return MK_CUDA_CHECK(cudaMemcpy2D(dst, (size_t)s->w * sizeof(int32_t), s->buf + off, s->l.pitch * sizeof(int32_t),
                                       (size_t)s->w * sizeof(int32_t), (size_t)s->h, cudaMemcpyDeviceToHost));
+}
+
+/* MASKD_MAXFLOW_PROFILE=1: the device counters (one buffer for the process, made on first use; profiling is a
+ * measuring aid for one solver at a time) and their summary on stderr after each solve with stats. */
+unsigned long long *prof_buffer(void)
+{
+    static unsigned long long *buf = NULL;
+    static int state = -1;
+    if (state < 0) {
+        const char *e = getenv("MASKD_MAXFLOW_PROFILE");
+        state = e && !strcmp(e, "1") && cudaMalloc((void **)&buf, PF_TOTAL * sizeof *buf) == cudaSuccess;
+    }
+    return state ? buf : NULL;
+}
+
+void prof_report(const mk_pr_solver_t *s, const unsigned long long *dev)
+{
+    static unsigned long long v[PF_TOTAL];
+    if (cudaMemcpy(v, dev, sizeof v, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return;
+    int clock_khz = 0;
+    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+    double us_per_cycle = clock_khz > 0 ? 1e3 / clock_khz : 0.0;
+    unsigned long long passes = v[PF_PASSES];
+    double crit[3] = {0, 0, 0};
+    int n[3] = {0, 0, 0};
+    for (unsigned long long g = 0; g < passes && g < (unsigned long long)PF_MAX_PASSES; g++) {
+        int k = (int)v[PF_PASS_KIND + g];
+        if (k == 1 || k == 2) {
+            crit[k] += (double)v[PF_PASS_MAX + g];
+            n[k]++;
+        }
+    }
+    static const char *const names[PF_N] = {"push_load", "push_lbfs", "push_sweep", "push_store", "bfs_visit",
+                                            "grid_sync", "skip", "labels", "push_visits", "bfs_visits",
+                                            "lbfs_iters", "sweeps", "stall_bfs", "bfs_iters", "kernel", "passes"};
+    fprintf(stderr, "maxflow profile %dx%d blocks %d clock_khz %d:", s->w, s->h, s->blocks, clock_khz);
+    for (int k = 0; k < PF_N; k++)
+        fprintf(stderr, " %s %llu", names[k], v[k]);
+    fprintf(stderr, " | per block us: kernel %.1f push(load %.1f lbfs %.1f sweep %.1f store %.1f) bfs %.1f sync %.1f "
+            "skip %.1f labels %.1f | critical path us: bfs passes %d %.1f, push passes %d %.1f\n",
+            v[PF_KERNEL] * us_per_cycle / s->blocks, v[PF_PUSH_LOAD] * us_per_cycle / s->blocks,
+            v[PF_PUSH_LBFS] * us_per_cycle / s->blocks, v[PF_PUSH_SWEEP] * us_per_cycle / s->blocks,
+            v[PF_PUSH_STORE] * us_per_cycle / s->blocks, v[PF_BFS_VISIT] * us_per_cycle / s->blocks,
+            v[PF_SYNC] * us_per_cycle / s->blocks, v[PF_SKIP] * us_per_cycle / s->blocks,
+            v[PF_LABELS] * us_per_cycle / s->blocks, n[1], crit[1] * us_per_cycle, n[2], crit[2] * us_per_cycle);
 }
 
 /* MASKD_MAXFLOW_CHECK: the last solve's result against its definition, on the host. */
@@ -915,7 +1069,7 @@ extern "C" size_t mk_pr_device_bytes(int width, int height)
 extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_buf, size_t buf_bytes,
                             mk_pr_solver_t **out)
 {
-    int rc, coop = 0, per_sm = 0;
+    int rc, coop = 0, per_sm = 0, per_sm_prof = 0;
     if (!out)
         return mk_err_set(MK_EINVAL, "max-flow solver: NULL output");
     *out = NULL;
@@ -924,10 +1078,15 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
     if (!dims_ok(width, height))
         return mk_err_set(MK_ERANGE, "max-flow solver: grid %dx%d outside 1..%d", width, height, MK_IMAGE_MAX_DIM);
     if ((rc = MK_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, ctx->device))) ||
-        (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(pr_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+        (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(pr_kernel<false>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                                  (int)cudaSharedmemCarveoutMaxShared))) ||
-        (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pr_kernel, kThreads, 0))))
+        (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(pr_kernel<true>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                 (int)cudaSharedmemCarveoutMaxShared))) ||
+        (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pr_kernel<false>, kThreads, 0))) ||
+        (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_prof, pr_kernel<true>, kThreads,
+                                                                          0))))
         return rc;
+    per_sm = per_sm_prof < per_sm ? per_sm_prof : per_sm; /* one grid size for both */
     if (!coop || per_sm < 1)
         return mk_err_set(MK_EUNSUPPORTED, "max-flow solver: device %s cannot run the cooperative kernel (%s)",
                           ctx->device_name, coop ? "no block fits on an SM" : "no cooperative launch");
@@ -939,6 +1098,14 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
     s->h = height;
     layout_of(width, height, s->l);
     s->params = mk_pr_params_default();
+    const char *pe = getenv("MASKD_PR_PARAMS"); /* a measuring aid: sweeps,push_passes,margin */
+    if (pe) {
+        mk_pr_params_t q = s->params;
+        if (sscanf(pe, "%d,%d,%d", &q.sweeps, &q.push_passes, &q.margin) == 3 && !mk_pr_set_params(s, &q))
+            MK_DEBUG("max-flow solver: MASKD_PR_PARAMS %d,%d,%d", q.sweeps, q.push_passes, q.margin);
+        else
+            MK_WARN("max-flow solver: MASKD_PR_PARAMS=%s ignored (sweeps,push_passes,margin)", pe);
+    }
     long long tiles = (long long)s->l.ntx[1] * s->l.nty[1], room = (long long)per_sm * ctx->sm_count;
     s->blocks = (int)(tiles < room ? tiles : room);
     if (device_buf) {
@@ -1049,6 +1216,7 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
     for (int o = 0; o < 2; o++) {
         a.pflag[o] = (unsigned *)(s->buf + l.pflag[o]);
         a.bflag[o] = (unsigned *)(s->buf + l.bflag[o]);
+        a.list[o] = (unsigned *)(s->buf + l.list[o]);
         a.ntx[o] = l.ntx[o];
         a.nty[o] = l.nty[o];
     }
@@ -1061,13 +1229,18 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
     a.push_passes = s->params.push_passes;
     a.margin = s->params.margin;
     a.max_rounds = s->params.max_rounds;
+    a.prof = stats ? prof_buffer() : NULL;
+    if (a.prof && (rc = MK_CUDA_CHECK(cudaMemsetAsync(a.prof, 0, PF_TOTAL * sizeof *a.prof, MK_STREAM(s->ctx)))))
+        return rc;
     void *args[] = {&a};
     cudaStream_t st = MK_STREAM(s->ctx);
     cudaEvent_t ev[2] = {NULL, NULL};
     if (stats && ((rc = MK_CUDA_CHECK(cudaEventCreate(&ev[0]))) || (rc = MK_CUDA_CHECK(cudaEventCreate(&ev[1]))) ||
                   (rc = MK_CUDA_CHECK(cudaEventRecord(ev[0], st)))))
         goto done;
-    if ((rc = MK_CUDA_CHECK(cudaLaunchCooperativeKernel((const void *)pr_kernel, dim3((unsigned)s->blocks),
+    if ((rc = MK_CUDA_CHECK(cudaLaunchCooperativeKernel(a.prof ? (const void *)pr_kernel<true>
+                                                                : (const void *)pr_kernel<false>,
+                                                        dim3((unsigned)s->blocks),
                                                         dim3(kThreads), args, 0, st))))
         goto done;
     s->solved = 1;
@@ -1085,6 +1258,8 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
         stats->rounds = c.push_passes;
         stats->global_relabels = c.relabels;
         stats->us = ms * 1000.0;
+        if (a.prof)
+            prof_report(s, a.prof);
         MK_DEBUG("max-flow %dx%d: flow %lld, %d global relabels (%d BFS passes), %d push passes, %.1f us", s->w, s->h,
                  c.flow, c.relabels, c.bfs_passes, c.push_passes, stats->us);
         rc = mk_pr_check(s);
