@@ -150,7 +150,7 @@ static cJSON *rss_breakdown(int top, double *total_mb)
 
 /* Reads n frames of the source (looping a file), MJPEG bytes or raw images, then decodes them all through the
  * pool (timed) into host images. */
-static int load_clip(const char *spec, int w, int h, int n, int threads, clip_t *c)
+static int load_clip(const char *spec, int w, int h, int n, int threads, mk_ctx_t *pin, clip_t *c)
 {
     mk_source_config_t sc;
     mk_source_config_init(&sc);
@@ -202,7 +202,8 @@ static int load_clip(const char *spec, int w, int h, int n, int threads, clip_t 
         } else if (!rc) {
             /* a raw frame: kept as it is (copied, the source reuses its buffer) */
             mk_image_t copy = mk_image_desc(f.image.width, f.image.height, f.image.format, MK_U8);
-            if (!(rc = mk_image_alloc(NULL, &copy, MK_MEM_HOST)) && !(rc = mk_image_copy(NULL, &copy, &f.image)))
+            if (!(rc = mk_image_alloc(pin, &copy, pin ? MK_MEM_PINNED : MK_MEM_HOST)) &&
+                !(rc = mk_image_copy(NULL, &copy, &f.image)))
                 c->frames[i] = copy;
         }
         in[i].slot_ = 0;
@@ -215,6 +216,7 @@ static int load_clip(const char *spec, int w, int h, int n, int threads, clip_t 
         mk_decode_config_init(&dc);
         dc.threads = threads;
         dc.depth = 2 * threads + 2;
+        dc.pinned = pin != NULL;
         mk_decode_t *dec;
         if (!(rc = mk_decode_create(&dc, &dec))) {
             uint64_t t0 = now_ns();
@@ -231,7 +233,8 @@ static int load_clip(const char *spec, int w, int h, int n, int threads, clip_t 
                 if (st != MK_DECODE_OK)
                     continue;
                 mk_image_t copy = mk_image_desc(d.image.width, d.image.height, d.image.format, MK_U8);
-                if (!(rc = mk_image_alloc(NULL, &copy, MK_MEM_HOST)) && !(rc = mk_image_copy(NULL, &copy, &d.image)))
+                if (!(rc = mk_image_alloc(pin, &copy, pin ? MK_MEM_PINNED : MK_MEM_HOST)) &&
+                    !(rc = mk_image_copy(NULL, &copy, &d.image)))
                     c->frames[got++] = copy;
                 mk_decode_release(dec, &d);
             }
@@ -501,7 +504,9 @@ int mt_bench_pipeline(int argc, char **argv)
 
     clip_t clip = {0};
     int clip_n = frames < 120 ? frames : 120; /* decoded frames kept; the runs loop over them */
-    int rc = load_clip(source, w, h, clip_n, cfg.pipeline.decode_threads, &clip);
+    /* The decoded frames are page-locked on CUDA, as the daemon's decode pool makes them (pipeline.c). */
+    int rc = load_clip(source, w, h, clip_n, cfg.pipeline.decode_threads,
+                       used == MK_BACKEND_CUDA ? probe : NULL, &clip);
     if (rc) {
         fprintf(stderr, "masktool: %s: %s\n", source, mk_err_msg());
         mk_ctx_destroy(probe);
@@ -614,7 +619,7 @@ out:
     mk_segment_destroy(s);
     maskbus_writer_close(bus, 1);
     for (int i = 0; i < clip.n; i++)
-        mk_image_free(NULL, &clip.frames[i]);
+        mk_image_free(probe, &clip.frames[i]);
     free(clip.frames);
     mk_ctx_destroy(probe);
     return rc ? 1 : 0;

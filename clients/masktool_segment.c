@@ -311,6 +311,7 @@ static int open_input(seg_t *s)
         dc.depth = 64;
     dc.format = MK_FMT_RGB;
     dc.raw_to_rgb = 1;
+    dc.pinned = s->cfg->backend != MK_CFG_BACKEND_CPU; /* falls back to plain memory without a device */
     if ((rc = mk_decode_create(&dc, &s->dec)))
         return rc;
     if (pthread_create(&s->feeder, NULL, feeder_main, s))

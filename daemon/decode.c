@@ -54,6 +54,7 @@ struct mk_decode {
     int stopping, finished;
     worker_t workers[MAX_THREADS];
     mk_decode_stats_t st;
+    mk_ctx_t *pin;   /* CUDA context for page-locked output images (cfg.pinned), or NULL */
 };
 
 void mk_decode_config_init(mk_decode_config_t *cfg)
@@ -87,19 +88,20 @@ static int wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int timeout_ms, c
     return pthread_cond_timedwait(cv, mu, deadline);
 }
 
-/* Makes `img` a host u8 image of w x h in `format` (keeping its buffer when the geometry is unchanged). */
-static int ensure_image(mk_image_t *img, int w, int h, mk_format_t format)
+/* Makes `img` a host u8 image of w x h in `format` (keeping its buffer when the geometry is unchanged), page-locked
+ * when `pin` is a CUDA context. */
+static int ensure_image(mk_ctx_t *pin, mk_image_t *img, int w, int h, mk_format_t format)
 {
     if (img->data && img->width == w && img->height == h && img->format == format)
         return 0;
-    mk_image_free(NULL, img);
+    mk_image_free(pin, img);
     *img = mk_image_desc(w, h, format, MK_U8);
-    return mk_image_alloc(NULL, img, MK_MEM_HOST);
+    return mk_image_alloc(pin, img, pin ? MK_MEM_PINNED : MK_MEM_HOST);
 }
 
-static int copy_image(mk_image_t *dst, const mk_image_t *src)
+static int copy_image(mk_ctx_t *pin, mk_image_t *dst, const mk_image_t *src)
 {
-    int rc = ensure_image(dst, src->width, src->height, src->format);
+    int rc = ensure_image(pin, dst, src->width, src->height, src->format);
     if (rc)
         return rc;
     size_t row = mk_image_row_bytes(src);
@@ -132,7 +134,7 @@ static int decode_jpeg(worker_t *w, dslot_t *s)
         return mk_err_set(MK_EUNSUPPORTED, "CMYK/YCCK JPEG");
     if (width < 1 || height < 1 || width > MK_IMAGE_MAX_DIM || height > MK_IMAGE_MAX_DIM)
         return mk_err_set(MK_ERANGE, "JPEG size %dx%d outside 1..%d", width, height, MK_IMAGE_MAX_DIM);
-    int rc = ensure_image(&s->out, width, height, cfg->format);
+    int rc = ensure_image(w->dec->pin, &s->out, width, height, cfg->format);
     if (rc)
         return rc;
     int flags = TJFLAG_LIMITSCANS | (cfg->strict ? TJFLAG_STOPONWARNING : 0);
@@ -147,8 +149,13 @@ static int process(worker_t *w, dslot_t *s)
 {
     if (s->kind == MK_FRAME_MJPEG)
         return decode_jpeg(w, s);
-    int rc = ensure_image(&s->out, s->raw.width, s->raw.height, w->dec->cfg.format);
-    return rc ? rc : mk_yuyv_to_rgb(w->ctx, &s->raw, &s->out);
+    int rc = ensure_image(w->dec->pin, &s->out, s->raw.width, s->raw.height, w->dec->cfg.format);
+    if (rc)
+        return rc;
+    mk_image_t out = s->out; /* page-locked memory is host memory to the CPU conversion */
+    out.mem = MK_MEM_HOST;
+    out.owned = 0;
+    return mk_yuyv_to_rgb(w->ctx, &s->raw, &out);
 }
 
 /* Moves `work` past slots that need no worker; returns the next queued slot or NULL. */
@@ -231,6 +238,10 @@ int mk_decode_create(const mk_decode_config_t *cfg, mk_decode_t **out)
     pthread_cond_init(&d->room_cv, &ca);
     pthread_condattr_destroy(&ca);
     int rc = 0;
+    if (c.pinned && mk_ctx_create(MK_BACKEND_CUDA, &d->pin)) {
+        MK_INFO("decode pool: no page-locked output (%s): plain host memory", mk_err_msg());
+        d->pin = NULL;
+    }
     for (int i = 0; i < c.threads && !rc; i++) {
         worker_t *w = &d->workers[i];
         w->dec = d;
@@ -275,8 +286,9 @@ void mk_decode_destroy(mk_decode_t *d)
     for (int i = 0; i < MAX_DEPTH; i++) {
         free(d->slots[i].in);
         mk_image_free(NULL, &d->slots[i].raw);
-        mk_image_free(NULL, &d->slots[i].out);
+        mk_image_free(d->pin, &d->slots[i].out);
     }
+    mk_ctx_destroy(d->pin);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->work_cv);
     pthread_cond_destroy(&d->out_cv);
@@ -339,7 +351,7 @@ int mk_decode_submit(mk_decode_t *d, const mk_frame_t *f, int timeout_ms)
         }
         memcpy(s->in, f->data, f->len);
         s->in_len = f->len;
-    } else if ((rc = copy_image(pass ? &s->out : &s->raw, &f->image))) {
+    } else if ((rc = copy_image(pass ? d->pin : NULL, pass ? &s->out : &s->raw, &f->image))) {
         return rc;
     }
     s->kind = f->kind;

@@ -42,6 +42,8 @@ typedef struct {
     mk_format_t format; /* MJPEG output: MK_FMT_RGB (default) or MK_FMT_BGR */
     int raw_to_rgb;    /* 1: YUYV frames are converted to `format`; 0 (default): raw frames pass through */
     int strict;        /* 1 (default): a decoder warning (corrupt data, premature end) makes the frame corrupt */
+    int pinned;        /* 1: output images in page-locked host memory, so that a CUDA engine uploads them at DMA
+                        * speed (CUDA builds with a device; otherwise, and by default, plain host memory) */
 } mk_decode_config_t;
 
 void mk_decode_config_init(mk_decode_config_t *cfg);

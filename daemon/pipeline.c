@@ -1105,6 +1105,7 @@ int mk_pipeline_create(const mk_pipeline_opts_t *opts, const mk_config_t *cfg, m
     mk_decode_config_init(&dc);
     dc.threads = cfg->pipeline.decode_threads;
     dc.depth = 2 * dc.threads + cfg->pipeline.queue_depth + cfg->pipeline.inflight + 2;
+    dc.pinned = p->seg && mk_segment_backend(p->seg) == MK_BACKEND_CUDA; /* uploads at DMA speed */
     if (dc.depth > 64)
         dc.depth = 64;
     if (!rc)

@@ -474,6 +474,42 @@ static void test_raw_frames(void **state)
     mk_ctx_destroy(cpu);
 }
 
+/* pinned: the output images are page-locked where a CUDA device exists (uploads at DMA speed), plain host memory
+ * otherwise; the pixels are the same either way, for decoded JPEGs and raw frames passed through. */
+static void test_pinned(void **state)
+{
+    (void)state;
+    mk_ctx_t *probe = NULL;
+    mk_mem_t want_mem = mk_ctx_create(MK_BACKEND_CUDA, &probe) == 0 ? MK_MEM_PINNED : MK_MEM_HOST;
+    mk_ctx_destroy(probe);
+    mk_image_t src = tu_random_image(31, 96, 40, MK_FMT_RGB), rgb = tu_random_image(32, 30, 20, MK_FMT_RGB), want;
+    void *jpeg = NULL;
+    size_t len = 0;
+    TU_OK(mk_imageio_encode(&src, MK_FILE_JPEG, 90, &jpeg, &len));
+    TU_OK(mk_imageio_decode(jpeg, len, MK_FMT_RGB, &want, "encoded"));
+    mk_decode_config_t c;
+    mk_decode_config_init(&c);
+    c.pinned = 1;
+    mk_decode_t *d = NULL;
+    TU_OK(mk_decode_create(&c, &d));
+    for (int i = 0; i < 6; i++) {
+        mk_frame_t f = i % 2 ? raw_frame(&rgb, (uint64_t)i) : mjpeg_frame(jpeg, len, (uint64_t)i);
+        TU_OK(mk_decode_submit(d, &f, -1));
+        mk_decoded_t out;
+        assert_int_equal(mk_decode_next(d, 5000, &out), MK_DECODE_OK);
+        assert_int_equal(out.seq, (uint64_t)i);
+        assert_int_equal(out.image.mem, want_mem);
+        assert_same_image(&out.image, i % 2 ? &rgb : &want, i % 2 ? "raw, pinned pool" : "jpeg, pinned pool");
+        TU_OK(mk_decode_release(d, &out));
+    }
+    print_message("decode pool output in %s memory\n", mk_mem_name(want_mem));
+    mk_decode_destroy(d);
+    free(jpeg);
+    mk_image_free(NULL, &want);
+    mk_image_free(NULL, &src);
+    mk_image_free(NULL, &rgb);
+}
+
 static void test_backpressure_and_finish(void **state)
 {
     (void)state;
@@ -557,7 +593,7 @@ int main(void)
         cmocka_unit_test(test_split),         cmocka_unit_test(test_std_dht),
         cmocka_unit_test(test_order_threads), cmocka_unit_test(test_corrupt_stream),
         cmocka_unit_test(test_raw_frames),    cmocka_unit_test(test_backpressure_and_finish),
-        cmocka_unit_test(test_bad_calls),
+        cmocka_unit_test(test_bad_calls),     cmocka_unit_test(test_pinned),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

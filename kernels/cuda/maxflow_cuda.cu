@@ -167,6 +167,23 @@ __device__ __forceinline__ void pf_count(const pr_args &a, sm_block &sb, int k, 
         sb.pf[k] += v;
 }
 
+/* 1 + the smallest of v's 8 neighbours (ring-padded array, index hidx) over the directions set in mask, or cur if
+ * smaller. The 8 loads are issued together (no load waits for a test of another), which is most of a relaxation
+ * step's latency; values written concurrently by other threads are read old or new, either is an upper bound. */
+__device__ __forceinline__ int relax_min(const int *v, int hidx, unsigned mask, int cur)
+{
+    int nb[8];
+#pragma unroll
+    for (int d = 0; d < 8; d++)
+        nb[d] = vload(v + hidx + hoff(d));
+    int best = cur;
+#pragma unroll
+    for (int d = 0; d < 8; d++)
+        if ((mask >> d) & 1u)
+            best = min(best, nb[d] + 1);
+    return best;
+}
+
 /* Ring cell q (0..kRingCells-1) as tile coordinates (-1..kTile). */
 __device__ __forceinline__ void ring_pos(int q, int &i, int &j)
 {
@@ -252,20 +269,21 @@ __device__ void wake(const pr_args &a, unsigned *flags, unsigned bits, int cx, i
 __device__ int bfs_relax(sm_bfs &s)
 {
     const int i = threadIdx.x & 31;
+    unsigned mk[kPix]; /* the residual directions of the thread's pixels, 0 for those that never change */
+#pragma unroll
+    for (int k = 0; k < kPix; k++) {
+        unsigned m = (unsigned)s.m[((threadIdx.x >> 5) + kRows * k) * kTile + i];
+        mk[k] = (m & kSink) ? 0u : m & 0xffu;
+    }
     for (int iter = 1;; iter++) {
         int changed = 0;
-#pragma unroll 1
-        for (int k = 0; k < kPix; k++) {
-            int j = (threadIdx.x >> 5) + kRows * k;
-            unsigned m = (unsigned)s.m[j * kTile + i];
-            if (!(m & 0xffu) || (m & kSink))
-                continue;
-            int hidx = (j + 1) * kRing + i + 1;
-            int cur = vload(&s.d[hidx]), best = cur;
 #pragma unroll
-            for (int d = 0; d < 8; d++)
-                if ((m >> d) & 1u)
-                    best = min(best, vload(&s.d[hidx + hoff(d)]) + 1);
+        for (int k = 0; k < kPix; k++) {
+            if (!mk[k])
+                continue;
+            int j = (threadIdx.x >> 5) + kRows * k;
+            int hidx = (j + 1) * kRing + i + 1;
+            int cur = vload(&s.d[hidx]), best = relax_min(s.d, hidx, mk[k], cur);
             if (best < cur) {
                 *(volatile int *)&s.d[hidx] = best;
                 changed = 1;
@@ -365,24 +383,27 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
 __device__ bool push_local_bfs(const pr_args &a, sm_push &s, int x0, int y0, int hc, int &iters)
 {
     const int tid = threadIdx.x, i = tid & 31;
-#pragma unroll 1
+    unsigned mk[kPix]; /* residual directions of the thread's pixels; 0 for sinks and pixels outside the grid */
+#pragma unroll
     for (int k = 0; k < kPix; k++) {
-        int j = (tid >> 5) + kRows * k;
-        s.d[(j + 1) * kRing + i + 1] = inside(a, x0 + i, y0 + j) && s.w[j * kTile + i] < 0 ? 1 : kInf;
+        int j = (tid >> 5) + kRows * k, idx = j * kTile + i;
+        bool in = inside(a, x0 + i, y0 + j), sink = in && s.w[idx] < 0;
+        s.d[(j + 1) * kRing + i + 1] = sink ? 1 : kInf;
+        unsigned m = 0;
+#pragma unroll
+        for (int d = 0; d < 8; d++)
+            m |= (s.r[d][idx] > 0 ? 1u : 0u) << d;
+        mk[k] = in && !sink ? m : 0u;
     }
     __syncthreads();
     for (iters = 1;; iters++) {
         int changed = 0;
-#pragma unroll 1
-        for (int k = 0; k < kPix; k++) {
-            int j = (tid >> 5) + kRows * k, idx = j * kTile + i, hidx = (j + 1) * kRing + i + 1;
-            if (!inside(a, x0 + i, y0 + j) || s.w[idx] < 0)
-                continue;
-            int cur = vload(&s.d[hidx]), best = cur;
 #pragma unroll
-            for (int d = 0; d < 8; d++)
-                if (s.r[d][idx] > 0)
-                    best = min(best, vload(&s.d[hidx + hoff(d)]) + 1);
+        for (int k = 0; k < kPix; k++) {
+            if (!mk[k])
+                continue;
+            int j = (tid >> 5) + kRows * k, hidx = (j + 1) * kRing + i + 1;
+            int cur = vload(&s.d[hidx]), best = relax_min(s.d, hidx, mk[k], cur);
             if (best < cur) {
                 *(volatile int *)&s.d[hidx] = best;
                 changed = 1;
