@@ -335,9 +335,24 @@ static int run_clip(mk_segment_t *s, const clip_t *c, int n, int depth, maskbus_
 }
 
 /* Stage and latency statistics of a run (over the frames that did not fail). */
-static cJSON *run_json(run_t *r, int n, int bus)
+/* Frame by frame (--per-frame): cut and end-to-end ms and the keyframe flag, in frame order (failed frames 0). */
+static void per_frame_json(cJSON *o, const run_t *r, int n)
+{
+    cJSON *pf = cJSON_AddObjectToObject(o, "per_frame");
+    cJSON *cut = cJSON_AddArrayToObject(pf, "cut_ms"), *e2e = cJSON_AddArrayToObject(pf, "e2e_ms");
+    cJSON *key = cJSON_AddArrayToObject(pf, "keyframe");
+    for (int i = 0; i < n; i++) {
+        cJSON_AddItemToArray(cut, cJSON_CreateNumber(r3(r->st[4][i])));
+        cJSON_AddItemToArray(e2e, cJSON_CreateNumber(r3(r->e2e[i])));
+        cJSON_AddItemToArray(key, cJSON_CreateNumber(r->key[i]));
+    }
+}
+
+static cJSON *run_json(run_t *r, int n, int bus, int per_frame)
 {
     cJSON *o = cJSON_CreateObject();
+    if (per_frame)
+        per_frame_json(o, r, n);
     cJSON_AddNumberToObject(o, "fps", r3(n / r->wall_s));
     cJSON_AddNumberToObject(o, "failed", r->failed);
     cJSON_AddItemToObject(o, "e2e_ms", dist(r->e2e, n - r->failed));
@@ -382,6 +397,7 @@ static void pipeline_help(void)
 {
     puts("usage: masktool bench pipeline [--source SPEC] [--frames N] [--size WxH] [--backend cpu|cuda|auto]\n"
          "                               [--inflight N] [--config FILE] [--set KEY=VALUE ...] [--no-bus]\n"
+         "                               [--per-frame]\n"
          "\n"
          "maskd's per-frame work (the segmentation engine) on frames decoded beforehand into host memory: MJPEG\n"
          "decode throughput (decode pool), then 1 and N frames in flight: per-stage and end-to-end latency (decoded\n"
@@ -395,7 +411,8 @@ static void pipeline_help(void)
          "  --config FILE   a maskd configuration; --set KEY=VALUE over it (after the bench's defaults: the\n"
          "                  Yolo-Fastest-1.1 body detector of the shared data, cut.method grabcut,\n"
          "                  grabcut.roi_max_side 320)\n"
-         "  --no-bus        do not publish on a frame bus");
+         "  --no-bus        do not publish on a frame bus\n"
+         "  --per-frame     also each frame's cut and end-to-end ms and keyframe flag, in frame order");
 }
 
 /* The bench's defaults: the body detector (when the shared data has it), GrabCut at ROI side 320. */
@@ -428,11 +445,12 @@ int mt_bench_pipeline(int argc, char **argv)
         {"size", required_argument, 0, 'z'},   {"backend", required_argument, 0, 'b'},
         {"inflight", required_argument, 0, 'i'}, {"config", required_argument, 0, 'c'},
         {"set", required_argument, 0, 'S'},    {"no-bus", no_argument, 0, 'B'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+        {"per-frame", no_argument, 0, 'P'},    {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     const char *source = NULL, *backend = NULL, *config = NULL, *sets[MAX_SETS];
-    int nsets = 0, frames = 0, w = 1280, h = 720, inflight = 2, use_bus = 1, c;
+    int nsets = 0, frames = 0, w = 1280, h = 720, inflight = 2, use_bus = 1, per_frame = 0, c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "s:n:z:b:i:c:S:Bh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:n:z:b:i:c:S:BPh", opts, NULL)) != -1) {
         switch (c) {
         case 's': source = optarg; break;
         case 'n': frames = atoi(optarg); break;
@@ -451,6 +469,7 @@ int mt_bench_pipeline(int argc, char **argv)
             sets[nsets++] = optarg;
             break;
         case 'B': use_bus = 0; break;
+        case 'P': per_frame = 1; break;
         case 'h': pipeline_help(); return 0;
         default: pipeline_help(); return 2;
         }
@@ -571,9 +590,9 @@ int mt_bench_pipeline(int argc, char **argv)
     cJSON_AddNumberToObject(dec, "fps", r3(clip.decode_fps));
     cJSON *runs = cJSON_AddObjectToObject(doc, "runs");
     char name[32];
-    cJSON_AddItemToObject(runs, "inflight_1", run_json(&r1, frames, bus != NULL));
+    cJSON_AddItemToObject(runs, "inflight_1", run_json(&r1, frames, bus != NULL, per_frame));
     snprintf(name, sizeof name, "inflight_%d", inflight);
-    cJSON_AddItemToObject(runs, inflight == 1 ? "inflight_1_again" : name, run_json(&rn, frames, bus != NULL));
+    cJSON_AddItemToObject(runs, inflight == 1 ? "inflight_1_again" : name, run_json(&rn, frames, bus != NULL, per_frame));
     int differ = 0;
     for (int i = 0; i < frames; i++)
         differ += r1.hash[i] != rn.hash[i];
