@@ -250,8 +250,8 @@ static const mk_opt_t table[] = {
     DBL("grabcut.keyframe_iou", grabcut.keyframe_iou, "0.7", 0, 1, LIVE,
         "`adaptive`: a box overlapping the keyframe's by less than this (IoU) makes a new keyframe."),
     BOOL("grabcut.warm_start", grabcut.warm_start, "true", LIVE,
-         "Between keyframes, start each frame's max-flow from the previous frame's flow (dynamic graph cuts; "
-         "CUDA backend). The mask is the same either way; only the time changes."),
+         "Start each frame's max-flow from the previous frame's flow when the working size is unchanged "
+         "(dynamic graph cuts; CUDA backend). The mask is the same either way; only the time changes."),
     INT("guided.radius", guided.radius, "8", 1, 128, LIVE, "Guided filter window radius, in frame pixels."),
     DBL("guided.eps", guided.eps, "1e-4", 0, 1, LIVE,
         "Guided filter regularisation (guide scaled to [0,1]); larger values smooth across weaker edges."),

@@ -177,6 +177,7 @@ static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_i
     }
     mk_gc_params_t gp = mk_gc_params_default();
     gp.iterations = cfg->grabcut.iterations;
+    gp.warm_start = cfg->grabcut.warm_start;
     mk_gc_model_t model;
     int key = gc_decide(c, frame, frame_box, cfg, &model);
     if (keyframe)
@@ -193,7 +194,6 @@ static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_i
         if ((rc = mk_image_memset(w->ctx, &w->labels, MK_GC_BGD)) ||
             (rc = mk_image_memset(w->ctx, &inside, MK_GC_PR_FGD)))
             return rc;
-        gp.warm_start = cfg->grabcut.warm_start;
         rc = mk_grabcut_cut(w->ctx, &w->small, &w->labels, &model, &gp, NULL);
     }
     if (rc == MK_EINVAL || rc == MK_ERANGE) {

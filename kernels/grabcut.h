@@ -108,10 +108,11 @@ typedef struct {
     int K;              /* GMM components, 1..MK_GC_MAX_K (OpenCV: 5) */
     double cap_scale;   /* capacity scale of the integer graph, > 0 (default MK_GC_CAP_SCALE) */
     uint64_t seed;      /* k-means++ seed (default MK_GC_SEED) */
-    int warm_start;     /* mk_grabcut_cut on CUDA: start the max-flow from the flow that the context's last GrabCut
-                         * call left when it had the same size (Kohli & Torr's dynamic graph cuts: any flow within
-                         * the new capacities is a valid start). The cut is the same either way; only the time
-                         * changes. The CPU's Boykov-Kolmogorov starts cold. Default 0. */
+    int warm_start;     /* CUDA: start the (first) max-flow from the flow that the context's last GrabCut call left
+                         * when it had the same size (Kohli & Torr's dynamic graph cuts: any flow within the new
+                         * capacities is a valid start). Each cut is the unique minimal one either way, so labels,
+                         * models and energies do not change; only the time does. The CPU's Boykov-Kolmogorov
+                         * starts cold. Default 0. */
 } mk_gc_params_t;
 
 #define MK_GC_CAP_SCALE 1000.0

@@ -824,6 +824,25 @@ static void test_cut_warm(void **state)
         mk_image_free(NULL, &got_w);
         mk_image_free(NULL, &got_c);
     }
+    /* A keyframe warm from the last cut's flow: the same labels and model as a cold one (every cut of its five
+     * iterations is the unique minimal cut, whatever the flow it starts from). */
+    {
+        mk_gc_model_t mw, mc;
+        mk_gc_stats_t kw, kc;
+        TU_OK(mk_image_upload(gpu, &dm, &labels));
+        TU_OK(mk_grabcut(gpu, &frames[1], &dm, &rect, &warm, &mw, &kw));
+        mk_image_t got_w = tu_to_host(gpu, &dm);
+        TU_OK(mk_image_upload(gpu, &dm, &labels));
+        TU_OK(mk_grabcut(gpu, &frames[1], &dm, &rect, &cold, &mc, &kc));
+        mk_image_t got_c = tu_to_host(gpu, &dm);
+        assert_same_labels(&got_c, &got_w, "warm keyframe");
+        assert_memory_equal(&mw, &mc, sizeof mw);
+        print_message("warm keyframe: push passes warm %d cold %d, energy %.6f\n", kw.rounds, kc.rounds, kw.energy);
+        if (!(fabs(kw.energy - kc.energy) <= 1e-9 * fmax(1.0, fabs(kc.energy))))
+            fail_msg("warm keyframe energy %.17g, cold %.17g", kw.energy, kc.energy);
+        mk_image_free(NULL, &got_w);
+        mk_image_free(NULL, &got_c);
+    }
     /* Another size in between: the next warm call starts cold. */
     mk_image_t small = mk_image_desc(64, 48, MK_FMT_GRAY, MK_U8), dsmall = dimg;
     TU_OK(mk_image_alloc(gpu, &small, MK_MEM_DEVICE));

@@ -1195,6 +1195,9 @@ extern "C" int mk_grabcut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t 
     tm.on = stats != NULL;
     if ((rc = plan_call(ctx, img->width, img->height, &pl)))
         return rc;
+    /* Warm: the flow the last call of this size left (mk_gc_params_t.warm_start); the tag is set again only
+     * when this call has left its own. */
+    const bool warm = p->warm_start && ctx->scratch[MK_SCRATCH_GRABCUT].tag == flow_tag(pl.w, pl.h);
     ctx->scratch[MK_SCRATCH_GRABCUT].tag = 0;
     gc_args a = make_args(pl, img, mask, p);
     a.assign = p->iterations > 0;
@@ -1203,11 +1206,11 @@ extern "C" int mk_grabcut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t 
         return rc;
     if (p->iterations > 0) {
         /* The N-links go straight into the solver's arrays, and so do the T-links of each iteration; the solver
-         * starts cold for this image and keeps its flow from one iteration to the next (only the T-links change,
-         * which leaves any flow valid). */
+         * starts cold for this image (or warm, from the last call's flow) and keeps its flow from one iteration to
+         * the next (any flow within the capacities is a valid start: maxflow_cuda.h). */
         mk_gc_model_t none;
         memset(&none, 0, sizeof none);
-        if ((rc = mk_pr_reset(pl.pr)) || (rc = launch_beta(ctx, pl, a)) ||
+        if ((!warm && (rc = mk_pr_reset(pl.pr))) || (rc = launch_beta(ctx, pl, a)) ||
             (rc = launch_graph<false>(ctx, pl, a, none)) || (rc = tm.mark(ctx, ST_GRAPH)))
             return rc;
         for (int it = 1; it <= p->iterations; it++) {
