@@ -66,6 +66,7 @@ struct mk_segment {
     mk_select_state_t sel;
     mk_detection_t dets[MK_SEGMENT_MAX_DETS];
     int ndets, have_dets;
+    int roi_prev[4];  /* the last frame's region (mk_select_roi_keep), zeros after a frame without one */
 };
 
 static uint64_t now_ns(void)
@@ -228,6 +229,11 @@ static int choose(mk_segment_t *s, slot_t *sl, const mk_image_t *frame, int have
         }
         ok = r->select != MK_SELECT_NONE &&
              mk_select_roi(&r->box, cfg->select.margin, frame->width, frame->height, MK_SEGMENT_MIN_ROI, roi) == 0;
+        /* in frame order (this turn): a jittering box keeps the region's size, and with it GrabCut's */
+        if (ok)
+            mk_select_roi_keep(s->roi_prev, roi, frame->width, frame->height);
+        for (int k = 0; k < 4; k++)
+            s->roi_prev[k] = ok ? roi[k] : 0;
         r->ms.select = ms_between(t2, now_ns());
     }
     pthread_mutex_lock(&s->mu);
@@ -576,6 +582,7 @@ int mk_segment_reset(mk_segment_t *s)
     s->submitted = s->collected = s->det_next = 0;
     mk_select_init(&s->sel);
     s->ndets = s->have_dets = 0;
+    memset(s->roi_prev, 0, sizeof s->roi_prev);
     pthread_mutex_unlock(&s->mu);
     mk_cut_reset(s->cut, 0);
     return 0;

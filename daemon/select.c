@@ -173,6 +173,28 @@ int mk_select_roi(const mk_box_t *box, double margin, int w, int h, int min_side
     return 0;
 }
 
+/* One axis of mk_select_roi_keep: the start of a window of `size` (>= len) around [pos, pos + len) inside [0, n). */
+static int keep_axis(int pos, int len, int size, int n)
+{
+    int x = pos - (size - len) / 2, lo = pos + len - size, hi = pos;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > n - size ? n - size : hi;
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+int mk_select_roi_keep(const int prev[4], int roi[4], int w, int h)
+{
+    int pw = prev[2], ph = prev[3];
+    if (pw <= 0 || ph <= 0 || pw > w || ph > h || roi[2] > pw || roi[3] > ph || 8 * roi[2] < 7 * pw ||
+        8 * roi[3] < 7 * ph)
+        return 0;
+    roi[0] = keep_axis(roi[0], roi[2], pw, w);
+    roi[1] = keep_axis(roi[1], roi[3], ph, h);
+    roi[2] = pw;
+    roi[3] = ph;
+    return 1;
+}
+
 const char *mk_select_result_name(mk_select_result_t r)
 {
     switch (r) {

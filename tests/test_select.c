@@ -174,11 +174,58 @@ static void test_roi(void **state)
     assert_int_equal(mk_select_roi(&out, 0.1, 640, 480, 4, roi), MK_ERANGE);
 }
 
+/* The region keeps the last one's size while the new one is within 7/8..1 of it, contains the new one and stays in
+ * the frame. */
+static void test_roi_keep(void **state)
+{
+    (void)state;
+    int none[4] = {0, 0, 0, 0}, prev[4] = {100, 100, 200, 160}, roi[4];
+    int a[4] = {110, 120, 190, 150};
+    memcpy(roi, a, sizeof roi);
+    assert_int_equal(mk_select_roi_keep(none, roi, 640, 480), 0);
+    assert_memory_equal(roi, a, sizeof roi);
+    assert_int_equal(mk_select_roi_keep(prev, roi, 640, 480), 1);
+    /* centred on the new region: 110 - 5, 120 - 5 */
+    assert_true(roi[0] == 105 && roi[1] == 115 && roi[2] == 200 && roi[3] == 160);
+    /* larger than prev, or below 7/8 of it: unchanged */
+    int big[4] = {90, 90, 201, 150}, small[4] = {90, 90, 174, 150};
+    memcpy(roi, big, sizeof roi);
+    assert_int_equal(mk_select_roi_keep(prev, roi, 640, 480), 0);
+    assert_memory_equal(roi, big, sizeof roi);
+    memcpy(roi, small, sizeof roi);
+    assert_int_equal(mk_select_roi_keep(prev, roi, 640, 480), 0);
+    /* at the frame's edges the window moves inside, still containing the new region */
+    int left[4] = {0, 0, 180, 150}, right[4] = {460, 330, 180, 150};
+    memcpy(roi, left, sizeof roi);
+    assert_int_equal(mk_select_roi_keep(prev, roi, 640, 480), 1);
+    assert_true(roi[0] == 0 && roi[1] == 0 && roi[2] == 200 && roi[3] == 160);
+    memcpy(roi, right, sizeof roi);
+    assert_int_equal(mk_select_roi_keep(prev, roi, 640, 480), 1);
+    assert_true(roi[0] == 440 && roi[1] == 320 && roi[2] == 200 && roi[3] == 160);
+    /* every kept window contains the new region and lies in the frame (random cases) */
+    unsigned seed = 7;
+    for (int i = 0; i < 2000; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int W = 50 + (int)(seed >> 8) % 600, H = 50 + (int)(seed >> 12) % 400;
+        int p[4] = {0, 0, 8 + (int)(seed >> 3) % (W - 7), 8 + (int)(seed >> 5) % (H - 7)};
+        int n[4];
+        n[2] = p[2] - (int)(seed >> 7) % (p[2] / 8 + 1);
+        n[3] = p[3] - (int)(seed >> 9) % (p[3] / 8 + 1);
+        n[0] = (int)(seed >> 11) % (W - n[2] + 1);
+        n[1] = (int)(seed >> 13) % (H - n[3] + 1);
+        int r[4] = {n[0], n[1], n[2], n[3]};
+        assert_int_equal(mk_select_roi_keep(p, r, W, H), 1);
+        assert_true(r[2] == p[2] && r[3] == p[3]);
+        assert_true(r[0] >= 0 && r[1] >= 0 && r[0] + r[2] <= W && r[1] + r[3] <= H);
+        assert_true(r[0] <= n[0] && r[1] <= n[1] && r[0] + r[2] >= n[0] + n[2] && r[1] + r[3] >= n[1] + n[3]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_classes), cmocka_unit_test(test_iou),  cmocka_unit_test(test_choose),
-        cmocka_unit_test(test_fallback), cmocka_unit_test(test_roi),
+        cmocka_unit_test(test_fallback), cmocka_unit_test(test_roi),  cmocka_unit_test(test_roi_keep),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
