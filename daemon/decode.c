@@ -96,7 +96,12 @@ static int ensure_image(mk_ctx_t *pin, mk_image_t *img, int w, int h, mk_format_
         return 0;
     mk_image_free(pin, img);
     *img = mk_image_desc(w, h, format, MK_U8);
-    return mk_image_alloc(pin, img, pin ? MK_MEM_PINNED : MK_MEM_HOST);
+    if (pin && mk_image_alloc(pin, img, MK_MEM_PINNED) == 0)
+        return 0;
+    if (pin) /* page-locked memory is a limited resource: the frame still decodes, into plain memory */
+        MK_LOG_RL(60000, MK_LOG_WARN, "decode pool: %s: this frame's buffer is plain host memory", mk_err_msg());
+    *img = mk_image_desc(w, h, format, MK_U8);
+    return mk_image_alloc(NULL, img, MK_MEM_HOST);
 }
 
 static int copy_image(mk_ctx_t *pin, mk_image_t *dst, const mk_image_t *src)
