@@ -129,7 +129,6 @@ struct sm_block {
     sm_all u;
     long long pf[PF_N];            /* thread 0's profile counters (when a.prof) */
     unsigned next;                 /* bits of the other tiling's 2x2 tiles to wake (maxflow_tiles.h) */
-    int go;                        /* the current tile's flag, read once for the block */
     long long red[kThreads / 32];  /* block reductions */
 };
 
