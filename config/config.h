@@ -79,6 +79,7 @@ struct mk_config {
         int keyframe_interval;
         double keyframe_iou;
         int warm_start;
+        int key_iterations;
     } grabcut;
     struct {
         int radius;

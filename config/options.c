@@ -252,6 +252,11 @@ static const mk_opt_t table[] = {
     BOOL("grabcut.warm_start", grabcut.warm_start, "true", LIVE,
          "Start each frame's max-flow from the previous frame's flow when the working size is unchanged "
          "(dynamic graph cuts; CUDA backend). The mask is the same either way; only the time changes."),
+    INT("grabcut.key_iterations", grabcut.key_iterations, "1", 0, 20, LIVE,
+        "Iterations a keyframe runs on its own frame; the rest of `grabcut.iterations` run one per following "
+        "frame (the fixed-model cut, then one learning step whose model the next frame uses), so that a "
+        "keyframe costs about this many iterations' time. 0: all of them on the keyframe (always so with "
+        "`grabcut.keyframe` `always`)."),
     INT("guided.radius", guided.radius, "8", 1, 128, LIVE, "Guided filter window radius, in frame pixels."),
     DBL("guided.eps", guided.eps, "1e-4", 0, 1, LIVE,
         "Guided filter regularisation (guide scaled to [0,1]); larger values smooth across weaker edges."),

@@ -35,7 +35,12 @@ typedef struct {
     int key_pending;     /* a keyframe has decided and is still learning: the model is not known yet */
     mk_box_t key_box;    /* the keyframe's box, in frame pixels */
     long since_key;      /* frames cut with the model since the keyframe */
+    int refine_left;     /* the keyframe's iterations still to run, one per frame (grabcut.key_iterations) */
 } gc_state_t;
+
+/* What a frame does: a keyframe (GrabCut from the box), a refinement (the fixed-model cut, then one learning
+ * step whose model the next frame uses) or a fixed-model cut. */
+enum { GC_FIXED, GC_KEY, GC_REFINE };
 
 struct mk_cut {
     int method;
@@ -88,9 +93,21 @@ static int ensure(mk_ctx_t *ctx, mk_image_t *img, int w, int h, mk_format_t form
     return mk_image_alloc(ctx, img, mk_ctx_mem(ctx));
 }
 
-/* Frame `frame`'s keyframe decision, in frame order and once the last keyframe's model is known. A keyframe takes
- * the keyframe facts and leaves the model pending until gc_learnt(); a fixed-model frame gets a copy of the model
- * in *model. Returns 1 for a keyframe.
+/* The iterations a keyframe runs on its own frame: grabcut.key_iterations, 0 (or more than grabcut.iterations)
+ * meaning all of them; all of them with grabcut.keyframe `always`, where no frame follows a keyframe to run
+ * the rest. */
+static int key_iterations(const mk_config_t *cfg)
+{
+    int k = cfg->grabcut.key_iterations;
+    if (cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ALWAYS || k < 1 || k > cfg->grabcut.iterations)
+        return cfg->grabcut.iterations;
+    return k;
+}
+
+/* Frame `frame`'s keyframe decision, in frame order and once the last keyframe's or refinement's model is known.
+ * A keyframe takes the keyframe facts and leaves the model pending until gc_learnt(); the frames after it run the
+ * keyframe's remaining iterations (grabcut.key_iterations), one each: they get a copy of the model in *model and
+ * leave the next model pending until gc_refined(); any other frame gets a copy of the model. Returns GC_*.
  *
  * `adaptive` compares the box in frame pixels with the keyframe's: the colour model holds for a box that moved or
  * grew a little (a detector's box jitters by a few pixels from frame to frame, and so does the working size of
@@ -107,18 +124,25 @@ static int gc_decide(mk_cut_t *c, uint64_t frame, const mk_box_t *frame_box, con
               st->since_key + 1 >= cfg->grabcut.keyframe_interval;
     if (!key && cfg->grabcut.keyframe == MK_CFG_KEYFRAME_ADAPTIVE)
         key = mk_box_iou(frame_box, &st->key_box) < cfg->grabcut.keyframe_iou;
+    int kind = key ? GC_KEY : GC_FIXED;
     if (key) {
         st->key_pending = 1;
         st->key_box = *frame_box;
         st->since_key = 0;
+        st->refine_left = cfg->grabcut.iterations - key_iterations(cfg);
     } else {
         *model = st->model;
         st->since_key++;
+        if (st->refine_left > 0) {
+            st->refine_left--;
+            st->key_pending = 1;
+            kind = GC_REFINE;
+        }
     }
     c->next++;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    return key;
+    return kind;
 }
 
 /* The keyframe's outcome: its model (rc 0) or none. */
@@ -128,6 +152,27 @@ static void gc_learnt(mk_cut_t *c, int rc, const mk_gc_model_t *model)
     c->gc.have_model = rc == 0;
     if (rc == 0)
         c->gc.model = *model;
+    c->gc.key_pending = 0;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* A refinement's outcome: its learnt model replaces the last one when it is usable (rc 0 and both GMMs with some
+ * weight: a class that lost every pixel would otherwise stay lost until the next keyframe); otherwise the last
+ * model stays and the refinements stop. */
+static void gc_refined(mk_cut_t *c, int rc, const mk_gc_model_t *learnt)
+{
+    double wb = 0, wf = 0;
+    if (rc == 0)
+        for (int k = 0; k < MK_GC_MAX_K; k++) {
+            wb += k < learnt->bgd.K ? learnt->bgd.weight[k] : 0;
+            wf += k < learnt->fgd.K ? learnt->fgd.weight[k] : 0;
+        }
+    pthread_mutex_lock(&c->mu);
+    if (wb > 0 && wf > 0)
+        c->gc.model = *learnt;
+    else
+        c->gc.refine_left = 0;
     c->gc.key_pending = 0;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
@@ -179,10 +224,11 @@ static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_i
     gp.iterations = cfg->grabcut.iterations;
     gp.warm_start = cfg->grabcut.warm_start;
     mk_gc_model_t model;
-    int key = gc_decide(c, frame, frame_box, cfg, &model);
+    int kind = gc_decide(c, frame, frame_box, cfg, &model);
     if (keyframe)
-        *keyframe = key;
-    if (key) {
+        *keyframe = kind == GC_KEY;
+    if (kind == GC_KEY) {
+        gp.iterations = key_iterations(cfg);
         rc = mk_grabcut(w->ctx, &w->small, &w->labels, &rect, &gp, &model, NULL);
         gc_learnt(c, rc, &model);
     } else {
@@ -192,9 +238,20 @@ static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_i
         inside.height = rect.height;
         inside.owned = 0;
         if ((rc = mk_image_memset(w->ctx, &w->labels, MK_GC_BGD)) ||
-            (rc = mk_image_memset(w->ctx, &inside, MK_GC_PR_FGD)))
+            (rc = mk_image_memset(w->ctx, &inside, MK_GC_PR_FGD))) {
+            if (kind == GC_REFINE)
+                gc_refined(c, rc, NULL);
             return rc;
-        rc = mk_grabcut_cut(w->ctx, &w->small, &w->labels, &model, &gp, NULL);
+        }
+        if (kind == GC_REFINE) {
+            mk_gc_model_t learnt;
+            rc = mk_grabcut_cut_learn(w->ctx, &w->small, &w->labels, &model, &gp, &learnt, NULL);
+            gc_refined(c, rc, &learnt);
+            if (rc == MK_ERANGE) /* a singular learnt covariance: the frame's cut with the model it had */
+                rc = mk_grabcut_cut(w->ctx, &w->small, &w->labels, &model, &gp, NULL);
+        } else {
+            rc = mk_grabcut_cut(w->ctx, &w->small, &w->labels, &model, &gp, NULL);
+        }
     }
     if (rc == MK_EINVAL || rc == MK_ERANGE) {
         /* no foreground or background samples, or a degenerate colour model: this frame gets the box (a

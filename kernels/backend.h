@@ -57,8 +57,9 @@ MK_OP(mk_shape_fill, (mk_ctx_t *ctx, mk_image_t *dst, const mk_rbox_plan_t *p))
 MK_OP(mk_maxflow_grid, (mk_ctx_t *ctx, const mk_grid_graph_t *g, mk_image_t *cut, mk_maxflow_stats_t *stats))
 MK_OP(mk_grabcut, (mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_params_t *p,
                    mk_gc_model_t *model, mk_gc_stats_t *stats))
+/* learnt NULL: mk_grabcut_cut; else mk_grabcut_cut_learn. */
 MK_OP(mk_grabcut_cut, (mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
-                       const mk_gc_params_t *p, mk_gc_stats_t *stats))
+                       const mk_gc_params_t *p, mk_gc_model_t *learnt, mk_gc_stats_t *stats))
 MK_OP(mk_grabcut_binary, (mk_ctx_t *ctx, const mk_image_t *labels, mk_image_t *dst))
 
 #undef MK_OP

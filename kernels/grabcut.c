@@ -196,8 +196,8 @@ int mk_grabcut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_
     return mk_grabcut_cpu(ctx, img, mask, p, model, stats);
 }
 
-int mk_grabcut_cut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
-                   const mk_gc_params_t *p, mk_gc_stats_t *stats)
+static int cut_call(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
+                    const mk_gc_params_t *p, mk_gc_model_t *learnt, mk_gc_stats_t *stats)
 {
     int rc;
     if (!ctx)
@@ -209,13 +209,28 @@ int mk_grabcut_cut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const
         return rc;
     if (ctx->backend == MK_BACKEND_CUDA) {
 #if CUDA_GRABCUT
-        return mk_grabcut_cut_cuda(ctx, img, mask, model, p, stats);
+        return mk_grabcut_cut_cuda(ctx, img, mask, model, p, learnt, stats);
 #else
+        (void)learnt;
         (void)stats;
         return no_cuda("grabcut cut");
 #endif
     }
-    return mk_grabcut_cut_cpu(ctx, img, mask, model, p, stats);
+    return mk_grabcut_cut_cpu(ctx, img, mask, model, p, learnt, stats);
+}
+
+int mk_grabcut_cut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
+                   const mk_gc_params_t *p, mk_gc_stats_t *stats)
+{
+    return cut_call(ctx, img, mask, model, p, NULL, stats);
+}
+
+int mk_grabcut_cut_learn(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
+                         const mk_gc_params_t *p, mk_gc_model_t *learnt, mk_gc_stats_t *stats)
+{
+    if (!learnt)
+        return mk_err_set(MK_EINVAL, "grabcut cut: NULL learnt model");
+    return cut_call(ctx, img, mask, model, p, learnt, stats);
 }
 
 int mk_grabcut_binary(mk_ctx_t *ctx, const mk_image_t *labels, mk_image_t *dst)

@@ -149,6 +149,16 @@ int mk_grabcut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_
 int mk_grabcut_cut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
                    const mk_gc_params_t *p, mk_gc_stats_t *stats);
 
+/* The fixed-model cut followed by one learning step on its result, as each iteration of mk_grabcut learns: every
+ * pixel to the most likely component (under `model`) of the GMM of its new label, then both GMMs learnt from those
+ * assignments, into *learnt (host memory; K as the model's larger K). This spreads a keyframe's iterations over
+ * the frames after it: mk_grabcut with n iterations returns the model m_n, and the cut with m_n followed by this
+ * step yields m_(n+1), the model mk_grabcut with n + 1 iterations returns, and the mask of its n-th cut. A class
+ * that loses every pixel gets a GMM of weight 0 (density 0 everywhere). A covariance that stays singular is
+ * MK_ERANGE with the mask already cut and *learnt undefined; every other error leaves both undefined. */
+int mk_grabcut_cut_learn(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
+                         const mk_gc_params_t *p, mk_gc_model_t *learnt, mk_gc_stats_t *stats);
+
 /* Binary mask from the labels: 255 where FGD or PR_FGD, else 0 (src and dst u8 GRAY, same size, context memory;
  * may be the same image). */
 int mk_grabcut_binary(mk_ctx_t *ctx, const mk_image_t *labels, mk_image_t *dst);

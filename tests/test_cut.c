@@ -212,6 +212,82 @@ static void test_keyframe_policy(void **state)
     mk_cut_destroy(gc);
 }
 
+static int same_image(const mk_image_t *a, const mk_image_t *b)
+{
+    if (a->width != b->width || a->height != b->height)
+        return 0;
+    for (int y = 0; y < a->height; y++)
+        if (memcmp(mk_image_row(a, 0, y), mk_image_row(b, 0, y), (size_t)a->width))
+            return 0;
+    return 1;
+}
+
+/* grabcut.key_iterations: a keyframe with 1 of 3 iterations, then a frame per remaining iteration (the cut with the
+ * model so far, then its learning step). On a still scene frame k's cut is that of a keyframe with
+ * min(max(k, 1), 3) iterations: the iterations are spread over the frames, not changed. */
+static void test_key_iterations(void **state)
+{
+    mk_ctx_t *ctx = *state ? (mk_ctx_t *)*state : tu_cpu;
+    mk_testpattern_t *tp;
+    TU_OK(mk_testpattern_create(W, H, 30, &tp));
+    mk_config_t cfg;
+    mk_config_defaults(&cfg);
+    assert_int_equal(cfg.grabcut.key_iterations, 1);
+    cfg.grabcut.keyframe = MK_CFG_KEYFRAME_INTERVAL;
+    cfg.grabcut.keyframe_interval = 100;
+    cut_result_t ref[4];
+    for (int n = 1; n <= 3; n++) {
+        mk_cut_t *c;
+        TU_OK(mk_cut_create(ctx, MK_CFG_CUT_GRABCUT, &c));
+        cfg.grabcut.iterations = n;
+        cfg.grabcut.key_iterations = 0; /* all on the keyframe */
+        ref[n] = run_frame(ctx, c, &cfg, tp, 0, 2);
+        mk_cut_destroy(c);
+    }
+    if (same_image(&ref[1].low, &ref[3].low))
+        fail_msg("the test pattern's cut after 1 and 3 iterations is the same: the test would show nothing");
+    mk_cut_t *gc;
+    TU_OK(mk_cut_create(ctx, MK_CFG_CUT_GRABCUT, &gc));
+    cfg.grabcut.iterations = 3;
+    cfg.grabcut.key_iterations = 1;
+    const int want[] = {1, 1, 2, 3, 3};
+    for (int f = 0; f < 5; f++) {
+        cut_result_t r = run_frame(ctx, gc, &cfg, tp, 0, 2);
+        if (!same_image(&r.low, &ref[want[f]].low))
+            fail_msg("frame %d: not the cut of a %d-iteration keyframe", f, want[f]);
+        mk_image_free(NULL, &r.low);
+    }
+    /* 0: every iteration on the keyframe, as before (a new cut object: frame 0 is its keyframe) */
+    mk_cut_destroy(gc);
+    TU_OK(mk_cut_create(ctx, MK_CFG_CUT_GRABCUT, &gc));
+    cfg.grabcut.key_iterations = 0;
+    for (int f = 0; f < 3; f++) {
+        cut_result_t r = run_frame(ctx, gc, &cfg, tp, 0, 2);
+        if (!same_image(&r.low, &ref[3].low))
+            fail_msg("key_iterations 0, frame %d: not the cut of a 3-iteration keyframe", f);
+        mk_image_free(NULL, &r.low);
+    }
+    mk_cut_destroy(gc);
+    for (int n = 1; n <= 3; n++)
+        mk_image_free(NULL, &ref[n].low);
+    mk_testpattern_destroy(tp);
+}
+
+/* The same on the CUDA backend. */
+static void test_key_iterations_cuda(void **state)
+{
+    char why[256];
+    mk_ctx_t *gpu = NULL;
+    (void)state;
+    if (mk_cuda_device_count(why, sizeof why) < 1 || mk_ctx_create(MK_BACKEND_CUDA, &gpu)) {
+        printf("no CUDA device (%s): CPU only\n", why);
+        skip();
+    }
+    void *st = gpu;
+    test_key_iterations(&st);
+    mk_ctx_destroy(gpu);
+}
+
 /* The CUDA backend's GrabCut cuts, keyframes and fixed-model frames, against the CPU's. */
 static void test_grabcut_cuda(void **state)
 {
@@ -252,6 +328,8 @@ int main(void)
         cmocka_unit_test(test_grabcut_beats_box),
         cmocka_unit_test(test_grabcut_fallbacks),
         cmocka_unit_test(test_keyframe_policy),
+        cmocka_unit_test(test_key_iterations),
+        cmocka_unit_test(test_key_iterations_cuda),
         cmocka_unit_test(test_grabcut_cuda),
     };
     return cmocka_run_group_tests(tests, tu_setup_cpu, tu_teardown_cpu);

@@ -428,6 +428,77 @@ static void test_real_image(void **state)
     mk_image_free(NULL, &m2);
 }
 
+/* Two models equal bit for bit (K, weights, means, covariances). */
+static int model_equal(const mk_gc_model_t *a, const mk_gc_model_t *b)
+{
+    const mk_gmm_t *ga[2] = {&a->bgd, &a->fgd}, *gb[2] = {&b->bgd, &b->fgd};
+    for (int g = 0; g < 2; g++) {
+        if (ga[g]->K != gb[g]->K)
+            return 0;
+        for (int k = 0; k < ga[g]->K; k++)
+            if (memcmp(&ga[g]->weight[k], &gb[g]->weight[k], sizeof(double)) ||
+                memcmp(ga[g]->mean[k], gb[g]->mean[k], sizeof ga[g]->mean[k]) ||
+                memcmp(ga[g]->cov[k], gb[g]->cov[k], sizeof ga[g]->cov[k]))
+                return 0;
+    }
+    return 1;
+}
+
+/* mk_grabcut_cut_learn continues a GrabCut from its model: after mk_grabcut with n iterations (model m_n), the cut
+ * with m_n on the rectangle's labels gives the n-th cut's mask and learns m_(n+1), the model of mk_grabcut with
+ * n + 1 iterations; chained, it reproduces every iteration of a 4-iteration GrabCut. */
+static void test_cut_learn(void **state)
+{
+    (void)state;
+    case_t c;
+    if (!load_case("teddy", &c))
+        skip();
+    int w = c.img.width, h = c.img.height;
+    mk_rect_t rect = {c.bb[0], c.bb[1], c.bb[2] - c.bb[0] + 1, c.bb[3] - c.bb[1] + 1};
+    mk_gc_params_t p = mk_gc_params_default();
+    mk_gc_model_t full[5], cur, next;
+    mk_image_t masks[5], m = gray(w, h, 0), init = gray(w, h, 0);
+    for (int n = 1; n <= 4; n++) {
+        masks[n] = gray(w, h, 0);
+        p.iterations = n;
+        TU_OK(mk_grabcut(tu_cpu, &c.img, &masks[n], &rect, &p, &full[n], NULL));
+    }
+    p.iterations = 0;
+    TU_OK(mk_grabcut(tu_cpu, &c.img, &init, &rect, &p, NULL, NULL)); /* the rectangle's labels */
+    cur = full[1];
+    int changed = 0;
+    for (int n = 1; n <= 3; n++) {
+        mk_gc_stats_t st;
+        TU_OK(mk_image_copy(tu_cpu, &m, &init));
+        TU_OK(mk_grabcut_cut_learn(tu_cpu, &c.img, &m, &cur, &p, &next, &st));
+        for (int y = 0; y < h; y++)
+            if (memcmp(mk_image_row(&m, 0, y), mk_image_row(&masks[n], 0, y), (size_t)w))
+                fail_msg("cut %d with the learnt model: row %d differs from mk_grabcut's", n, y);
+        if (!model_equal(&next, &full[n + 1]))
+            fail_msg("the model learnt after cut %d differs from mk_grabcut's with %d iterations", n, n + 1);
+        assert_true(st.gmm_us > 0 && st.maxflow_us > 0 && st.kmeans_us == 0);
+        changed += !model_equal(&next, &cur);
+        cur = next;
+    }
+    assert_true(changed > 0); /* the learning moved the model (the check above is not of a fixed point) */
+
+    /* A cut that leaves no foreground (every label BGD) learns a foreground GMM of weight 0 (no error); NULL
+     * learnt is MK_EINVAL. */
+    mk_gc_model_t z;
+    TU_OK(mk_image_memset(tu_cpu, &m, MK_GC_BGD));
+    TU_OK(mk_grabcut_cut_learn(tu_cpu, &c.img, &m, &cur, &p, &z, NULL));
+    for (int k = 0; k < z.fgd.K; k++)
+        assert_true(z.fgd.weight[k] == 0);
+    assert_true(z.bgd.weight[0] > 0);
+    assert_int_equal(mk_grabcut_cut_learn(tu_cpu, &c.img, &m, &cur, &p, NULL, NULL), MK_EINVAL);
+
+    for (int n = 1; n <= 4; n++)
+        mk_image_free(NULL, &masks[n]);
+    mk_image_free(NULL, &m);
+    mk_image_free(NULL, &init);
+    mk_image_free(NULL, &c.img);
+}
+
 /* ---- small cases and bad input ------------------------------------------------------------------------------ */
 
 /* A w x h image: a bright square on a dark, noisy background. */
@@ -625,6 +696,7 @@ int main(void)
         cmocka_unit_test(test_kmeans),
         cmocka_unit_test(test_gmm_closed_form),
         cmocka_unit_test(test_real_image),
+        cmocka_unit_test(test_cut_learn),
         cmocka_unit_test(test_synthetic_and_rect),
         cmocka_unit_test(test_binary),
         cmocka_unit_test(test_bad_input),

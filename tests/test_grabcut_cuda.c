@@ -863,6 +863,71 @@ static void test_cut_warm(void **state)
     mk_image_free(NULL, &img);
 }
 
+/* The fixed-model cut with learning (mk_grabcut_cut_learn): on the GPU, the cut with the model of a 1-iteration
+ * GrabCut on the rectangle's labels gives that GrabCut's labels and learns, bit for bit, the model of a
+ * 2-iteration one; against the CPU from the same model, the same labels and model whenever the cuts agree (the
+ * capacities may differ by 1 where exp() does), else IoU >= 0.99. */
+static void test_cut_learn(void **state)
+{
+    (void)state;
+    int done = 0;
+    for (int i = 0; i < N_BENCH; i += 2) {
+        mk_image_t img = {0};
+        mk_rect_t rect;
+        if (!load_bench(bench_images[i], &img, &rect))
+            break;
+        const int w = img.width, h = img.height;
+        mk_gc_params_t p = mk_gc_params_default();
+        mk_gc_model_t m1, m2, lg, lc;
+        mk_image_t dimg = tu_to_ctx(gpu, &img, 0), dm = mk_image_desc(w, h, MK_FMT_GRAY, MK_U8);
+        TU_OK(mk_image_alloc(gpu, &dm, MK_MEM_DEVICE));
+        mk_image_t labels = new_host(w, h);
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++)
+                ((uint8_t *)mk_image_row(&labels, 0, y))[x] =
+                    x >= rect.x && x < rect.x + rect.width && y >= rect.y && y < rect.y + rect.height ? MK_GC_PR_FGD
+                                                                                                     : MK_GC_BGD;
+        p.iterations = 2;
+        TU_OK(mk_grabcut(gpu, &dimg, &dm, &rect, &p, &m2, NULL));
+        p.iterations = 1;
+        TU_OK(mk_grabcut(gpu, &dimg, &dm, &rect, &p, &m1, NULL));
+        mk_image_t one = tu_to_host(gpu, &dm);
+        TU_OK(mk_image_upload(gpu, &dm, &labels));
+        mk_gc_stats_t st;
+        TU_OK(mk_grabcut_cut_learn(gpu, &dimg, &dm, &m1, &p, &lg, &st));
+        assert_true(st.gmm_us > 0 && st.maxflow_us > 0 && st.kmeans_us == 0);
+        mk_image_t got = tu_to_host(gpu, &dm);
+        char what[128];
+        snprintf(what, sizeof what, "%s: cut with learning after 1 iteration", bench_images[i]);
+        assert_same_labels(&one, &got, what);
+        assert_same_gmm(&m2.bgd, &lg.bgd, what);
+        assert_same_gmm(&m2.fgd, &lg.fgd, what);
+        /* the CPU from the same model */
+        mk_image_t hm = new_host(w, h);
+        TU_OK(mk_image_copy(cpu, &hm, &labels));
+        TU_OK(mk_grabcut_cut_learn(cpu, &img, &hm, &m1, &p, &lc, NULL));
+        long differ;
+        double iou = fg_iou(&hm, &got, &differ);
+        print_message("cut+learn %-12s: %ld labels differ from the CPU's (IoU %.6f)\n", bench_images[i], differ, iou);
+        if (differ == 0) {
+            snprintf(what, sizeof what, "%s: CPU vs CUDA learnt model", bench_images[i]);
+            assert_same_gmm(&lc.bgd, &lg.bgd, what);
+            assert_same_gmm(&lc.fgd, &lg.fgd, what);
+        } else if (iou < 0.99) {
+            fail_msg("%s: cut with learning, CPU vs CUDA IoU %.4f < 0.99", bench_images[i], iou);
+        }
+        mk_image_free(NULL, &hm);
+        mk_image_free(NULL, &got);
+        mk_image_free(NULL, &one);
+        mk_image_free(NULL, &labels);
+        mk_image_free(gpu, &dm);
+        mk_image_free(gpu, &dimg);
+        mk_image_free(NULL, &img);
+        done++;
+    }
+    print_message("cut with learning: %d benchmark images\n", done);
+}
+
 /* ---- bad input -------------------------------------------------------------------------------------------- */
 
 /* Both backends on the same bad mask: the same error code, and the CUDA mask as the CPU leaves it. */
@@ -976,6 +1041,7 @@ int main(void)
         cmocka_unit_test(test_grabcut_bench), cmocka_unit_test(test_grabcut_random),
         cmocka_unit_test(test_cut),           cmocka_unit_test(test_binary),
         cmocka_unit_test(test_repeated),      cmocka_unit_test(test_cut_warm),
+        cmocka_unit_test(test_cut_learn),
         cmocka_unit_test(test_bad_input),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -408,7 +408,7 @@ int mk_grabcut_cpu(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const
 }
 
 int mk_grabcut_cut_cpu(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
-                       const mk_gc_params_t *p, mk_gc_stats_t *stats)
+                       const mk_gc_params_t *p, mk_gc_model_t *learnt, mk_gc_stats_t *stats)
 {
     double t_start = now_us();
     mk_gc_stats_t st;
@@ -433,6 +433,15 @@ int mk_grabcut_cut_cpu(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, c
         rc = cut_once(ctx, img, mask, &gr, comps, K, p, &st);
     }
     graph_free(&gr);
+    if (!rc && learnt) {
+        /* the next iteration's learning: assignments under the model's components, both GMMs learnt */
+        mk_gmm_t g2[2];
+        double t = now_us();
+        rc = assign_learn(img, mask, K, comps, g2);
+        st.gmm_us += now_us() - t;
+        learnt->bgd = g2[0];
+        learnt->fgd = g2[1];
+    }
     if (rc)
         return rc;
     st.total_us = now_us() - t_start;

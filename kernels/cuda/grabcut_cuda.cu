@@ -116,6 +116,8 @@ struct gc_args {
     int assign;              /* kmeans_kernel: assign the first iteration's components */
     int energy;              /* final_kernel: compute the energy */
     int reset;               /* beta_kernel: clear the result's flags first (no earlier kernel of the call sets any) */
+    int learn;               /* the fixed-model cut learns after it: graph_kernel records the components,
+                              * iter_kernel only learns (no T-links) */
 };
 
 /* ---- per-pixel helpers ----------------------------------------------------------------------------------- */
@@ -702,6 +704,8 @@ __global__ void __launch_bounds__(kThreads) iter_kernel(const __grid_constant__ 
         clear_terms(a, begin, end);
         return;
     }
+    if (a.learn)
+        return;
     double c = 0.0;
     for (int p = begin + tid; p < end; p += kThreads) {
         int y = p / a.w, x = p - y * a.w;
@@ -821,7 +825,10 @@ __global__ void __launch_bounds__(kFlatThreads) graph_kernel(const __grid_consta
                 continue;
             }
             double m;
-            a.term[i] = pixel_tlinks(comp, a.K, l, v, a.lambda, a.scale, NULL, &m);
+            uint8_t nib;
+            a.term[i] = pixel_tlinks(comp, a.K, l, v, a.lambda, a.scale, a.learn ? &nib : NULL, &m);
+            if (a.learn)
+                a.comp[lidx(a, x, y)] = nib;
             c += m;
         }
     }
@@ -1243,7 +1250,8 @@ extern "C" int mk_grabcut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t 
 }
 
 extern "C" int mk_grabcut_cut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask,
-                                   const mk_gc_model_t *model, const mk_gc_params_t *p, mk_gc_stats_t *stats)
+                                   const mk_gc_model_t *model, const mk_gc_params_t *p, mk_gc_model_t *learnt,
+                                   mk_gc_stats_t *stats)
 {
     gc_plan pl;
     gc_result res;
@@ -1257,6 +1265,7 @@ extern "C" int mk_grabcut_cut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_imag
     gc_args a = make_args(pl, img, mask, p);
     a.K = model->bgd.K > model->fgd.K ? model->bgd.K : model->fgd.K;
     a.reset = 1;
+    a.learn = learnt != NULL;
     a.iter = 1;
     a.energy = stats != NULL;
     a.ncpart = pl.flat_blocks;
@@ -1266,9 +1275,22 @@ extern "C" int mk_grabcut_cut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_imag
     if ((rc = tm.mark(ctx, ST_GRAPH)) || (!warm && (rc = mk_pr_reset(pl.pr))) || (rc = launch_beta(ctx, pl, a)) ||
         (rc = launch_graph<true>(ctx, pl, a, *model)) || (rc = tm.mark(ctx, ST_GRAPH)) ||
         (rc = solve(pl, 0, stats ? &st : NULL)) || (rc = launch_final(ctx, pl, a)) ||
-        (rc = tm.mark(ctx, ST_MAXFLOW)) || (rc = read_result(ctx, pl, mask, &res)))
+        (rc = tm.mark(ctx, ST_MAXFLOW)))
+        return rc;
+    if (learnt) {
+        /* The next iteration's learning on the final labels (final_kernel has relabelled them; its energy is
+         * computed from the graph before iter_kernel touches anything). */
+        gc_args l = a;
+        l.iter = 2;
+        l.relabel = 0;
+        if ((rc = launch_coop(ctx, iter_kernel, pl, l)) || (rc = tm.mark(ctx, ST_GMM)))
+            return rc;
+    }
+    if ((rc = read_result(ctx, pl, mask, &res)))
         return rc;
     ctx->scratch[MK_SCRATCH_GRABCUT].tag = flow_tag(pl.w, pl.h);
+    if (learnt)
+        model_out(res, a.K, learnt);
     if (stats) {
         if ((rc = tm.read(&st)))
             return rc;
