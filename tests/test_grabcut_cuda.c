@@ -926,6 +926,8 @@ static void test_cut_learn(void **state)
         done++;
     }
     print_message("cut with learning: %d benchmark images\n", done);
+    if (!done)
+        skip(); /* no benchmark images in the data: nothing was checked */
 }
 
 /* ---- bad input -------------------------------------------------------------------------------------------- */
