@@ -196,16 +196,8 @@ int mk_select_roi_keep(const int prev[4], int roi[4], int w, int h)
         pw = pw > w ? w : pw;
         ph = ph > h ? h : ph;
     }
-    if (keep && prev[0] <= roi[0] && prev[1] <= roi[1] && prev[0] + pw >= roi[0] + roi[2] &&
-        prev[1] + ph >= roi[1] + roi[3]) {
-        /* the last window still holds the region: it stays where it was, so that the pixels of GrabCut's working
-         * image (and the flow a warm start takes over) keep their places in the frame */
-        roi[0] = prev[0];
-        roi[1] = prev[1];
-    } else {
-        roi[0] = keep_axis(roi[0], roi[2], pw, w);
-        roi[1] = keep_axis(roi[1], roi[3], ph, h);
-    }
+    roi[0] = keep_axis(roi[0], roi[2], pw, w);
+    roi[1] = keep_axis(roi[1], roi[3], ph, h);
     roi[2] = pw;
     roi[3] = ph;
     return keep;
