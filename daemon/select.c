@@ -185,14 +185,12 @@ static int keep_axis(int pos, int len, int size, int n)
 int mk_select_roi_keep(const int prev[4], int roi[4], int w, int h)
 {
     int pw = prev[2], ph = prev[3], keep = 1;
-    int have = pw > 0 && ph > 0 && pw <= w && ph <= h, grew = have && (roi[2] > pw || roi[3] > ph);
-    if (!have || grew || 8 * roi[2] < 7 * pw || 8 * roi[3] < 7 * ph) {
-        /* a new size: the region's own, with headroom when it grew out of the last one (a growing box tends to
-         * go on growing or jitter about its new size: the band of sizes kept then reaches about 6% above and 7%
-         * below it) */
+    if (pw <= 0 || ph <= 0 || pw > w || ph > h || roi[2] > pw || roi[3] > ph || 8 * roi[2] < 7 * pw ||
+        8 * roi[3] < 7 * ph) {
+        /* a new size, with headroom: the band of sizes it keeps then reaches about 6% above and 7% below */
         keep = 0;
-        pw = roi[2] + (grew ? roi[2] / 16 : 0);
-        ph = roi[3] + (grew ? roi[3] / 16 : 0);
+        pw = roi[2] + roi[2] / 16;
+        ph = roi[3] + roi[3] / 16;
         pw = pw > w ? w : pw;
         ph = ph > h ? h : ph;
     }
