@@ -184,21 +184,15 @@ static int keep_axis(int pos, int len, int size, int n)
 
 int mk_select_roi_keep(const int prev[4], int roi[4], int w, int h)
 {
-    int pw = prev[2], ph = prev[3], keep = 1;
+    int pw = prev[2], ph = prev[3];
     if (pw <= 0 || ph <= 0 || pw > w || ph > h || roi[2] > pw || roi[3] > ph || 8 * roi[2] < 7 * pw ||
-        8 * roi[3] < 7 * ph) {
-        /* a new size, with headroom: the band of sizes it keeps then reaches about 6% above and 7% below */
-        keep = 0;
-        pw = roi[2] + roi[2] / 16;
-        ph = roi[3] + roi[3] / 16;
-        pw = pw > w ? w : pw;
-        ph = ph > h ? h : ph;
-    }
+        8 * roi[3] < 7 * ph)
+        return 0;
     roi[0] = keep_axis(roi[0], roi[2], pw, w);
     roi[1] = keep_axis(roi[1], roi[3], ph, h);
     roi[2] = pw;
     roi[3] = ph;
-    return keep;
+    return 1;
 }
 
 const char *mk_select_result_name(mk_select_result_t r)

@@ -82,12 +82,10 @@ mk_box_t mk_select_fallback(const mk_config_t *cfg, int w, int h);
 int mk_select_roi(const mk_box_t *box, double margin, int w, int h, int min_side, int roi[4]);
 
 /* Region hysteresis: when the new region `roi` is no wider and no taller than `prev` (the last frame's region; w or
- * h 0: none) and at least 7/8 of it on each side, it takes prev's size; otherwise it takes a new size with
- * headroom, its own plus 1/16 (rounded down) on each axis, at most the frame's. Either way the window is centred
- * on the new region and moved only as far as needed to stay inside the w x h frame while still containing it.
- * So GrabCut keeps its working size while a box jitters or slowly changes shape (a frame's max-flow can then start
- * from the flow of the frame before: grabcut.warm_start), and the box always stays inside. Returns 1 when it kept
- * prev's size, else 0. */
+ * h 0: none) and at least 7/8 of it on each side, it takes prev's size, centred on where it was and moved only as
+ * far as needed to stay inside the w x h frame while still containing the new region. So GrabCut keeps its working
+ * size while a box jitters (a frame's max-flow can then start from the flow of the frame before: grabcut.warm_start),
+ * and the box always stays inside. Returns 1 when it kept prev's size, else 0 (roi unchanged). */
 int mk_select_roi_keep(const int prev[4], int roi[4], int w, int h);
 
 const char *mk_select_result_name(mk_select_result_t r);
