@@ -156,6 +156,17 @@ static uint8_t at(const mk_image_t *m, int x, int y)
 }
 
 /* Intersection over union of two label masks' foregrounds (FGD, PR_FGD); 1 when both are empty. */
+/* A w x h host mask of the rectangle's labels: PR_FGD inside, BGD outside. */
+static mk_image_t rect_labels(int w, int h, const mk_rect_t *r)
+{
+    mk_image_t m = new_host(w, h);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++)
+            ((uint8_t *)mk_image_row(&m, 0, y))[x] =
+                x >= r->x && x < r->x + r->width && y >= r->y && y < r->y + r->height ? MK_GC_PR_FGD : MK_GC_BGD;
+    return m;
+}
+
 static double fg_iou(const mk_image_t *a, const mk_image_t *b, long *differ)
 {
     long inter = 0, uni = 0, diff = 0;
@@ -793,12 +804,7 @@ static void test_cut_warm(void **state)
         mk_image_free(NULL, &moved);
     }
     /* the rectangle's labels, as the daemon sets them before each fixed-model frame */
-    mk_image_t labels = new_host(w, h);
-    for (int y = 0; y < h; y++)
-        for (int x = 0; x < w; x++)
-            ((uint8_t *)mk_image_row(&labels, 0, y))[x] =
-                x >= rect.x && x < rect.x + rect.width && y >= rect.y && y < rect.y + rect.height ? MK_GC_PR_FGD
-                                                                                                 : MK_GC_BGD;
+    mk_image_t labels = rect_labels(w, h, &rect);
     TU_OK(mk_image_upload(gpu, &dm, &labels));
     TU_OK(mk_grabcut(gpu, &dimg, &dm, &rect, &cold, &model, NULL));
     for (int f = 0; f < 4; f++) {
@@ -881,12 +887,7 @@ static void test_cut_learn(void **state)
         mk_gc_model_t m1, m2, lg, lc;
         mk_image_t dimg = tu_to_ctx(gpu, &img, 0), dm = mk_image_desc(w, h, MK_FMT_GRAY, MK_U8);
         TU_OK(mk_image_alloc(gpu, &dm, MK_MEM_DEVICE));
-        mk_image_t labels = new_host(w, h);
-        for (int y = 0; y < h; y++)
-            for (int x = 0; x < w; x++)
-                ((uint8_t *)mk_image_row(&labels, 0, y))[x] =
-                    x >= rect.x && x < rect.x + rect.width && y >= rect.y && y < rect.y + rect.height ? MK_GC_PR_FGD
-                                                                                                     : MK_GC_BGD;
+        mk_image_t labels = rect_labels(w, h, &rect);
         p.iterations = 2;
         TU_OK(mk_grabcut(gpu, &dimg, &dm, &rect, &p, &m2, NULL));
         p.iterations = 1;
