@@ -247,8 +247,8 @@ static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_i
             mk_gc_model_t learnt;
             rc = mk_grabcut_cut_learn(w->ctx, &w->small, &w->labels, &model, &gp, &learnt, NULL);
             gc_refined(c, rc, &learnt);
-            if (rc == MK_ERANGE) /* a singular learnt covariance: the frame's cut with the model it had */
-                rc = mk_grabcut_cut(w->ctx, &w->small, &w->labels, &model, &gp, NULL);
+            if (rc == MK_ERANGE) /* a singular learnt covariance: the mask is already cut (mk_grabcut_cut_learn) */
+                rc = 0;
         } else {
             rc = mk_grabcut_cut(w->ctx, &w->small, &w->labels, &model, &gp, NULL);
         }
