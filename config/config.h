@@ -61,6 +61,7 @@ struct mk_config {
         char classes[MK_CFG_STR_MAX];
         int letterbox; /* MK_CFG_LETTERBOX_* */
         int fp16;
+        int cudnn; /* MK_NET_CUDNN_* */
         int every_n;
     } detect;
     struct {

@@ -2,6 +2,7 @@
 #include "options.h"
 
 #include "config.h"
+#include "darknet.h"
 #include "errors.h"
 #include "image.h"
 
@@ -158,6 +159,8 @@ static int check_group(const char *s, char *what, size_t n)
 static const char *const v_backend[] = {"auto", "cpu", "cuda", NULL};
 static const char *const v_format[] = {"auto", "mjpeg", "yuyv", NULL};
 static const char *const v_letterbox[] = {"warp", "darknet", NULL};
+static const char *const v_cudnn[] = {"auto", "on", "off", NULL};
+_Static_assert(MK_NET_CUDNN_AUTO == 0 && MK_NET_CUDNN_ON == 1 && MK_NET_CUDNN_OFF == 2, "v_cudnn follows MK_NET_CUDNN_*");
 static const char *const v_cut[] = {"box", "ellipse", "grabcut", NULL};
 static const char *const v_keyframe[] = {"always", "interval", "adaptive", NULL};
 static const char *const v_thresh[] = {"none", "fixed", "otsu", NULL};
@@ -217,6 +220,11 @@ static const mk_opt_t table[] = {
          "Network input: `darknet` (Darknet's letterbox_image, as the weights were trained) or `warp` (one "
          "affine warp, padding 114)."),
     BOOL("detect.fp16", detect.fp16, "false", 0, "Run the network in half precision (CUDA backend)."),
+    ENUM("detect.cudnn", detect.cudnn, "auto", v_cudnn, 0,
+         "Which convolutions may use cuDNN (CUDA backend): `auto` only those our own kernels do not cover (with "
+         "`detect.fp16` our kernels cover Yolo-Fastest and the tiny YOLOs, so cuDNN is not loaded: about 570 MB "
+         "less host memory), `on` each timed against ours and the faster kept, `off` never (FP32 then runs on a "
+         "slow direct kernel)."),
     INT("detect.every_n", detect.every_n, "1", 1, 100, LIVE,
         "Run the detector on every n-th frame; the frames between reuse its boxes."),
     DBL("select.min_score", select.min_score, "0.3", 0, 1, LIVE, "Lowest score of a box chosen as the target."),

@@ -67,6 +67,7 @@ int mk_detector_open(mk_ctx_t *ctx, const mk_config_t *cfg, mk_detector_t **out)
     d->ctx = ctx;
     mk_net_opts_t o = mk_net_opts_default();
     o.fp16 = cfg->detect.fp16;
+    o.cudnn = cfg->detect.cudnn;
     int rc = mk_net_load(ctx, cfg->detect.cfg, cfg->detect.weights, &o, &d->net);
     if (!rc && mk_net_yolo_count(d->net) < 1)
         rc = mk_err_set(MK_EFORMAT, "%s has no [yolo] layer: not a detector", cfg->detect.cfg);

@@ -43,7 +43,7 @@ typedef struct {
 } slot_t;
 
 struct mk_segment {
-    mk_config_t boot; /* at creation: the options kept (backend, detect.cfg/weights/names/fp16, inflight) */
+    mk_config_t boot; /* at creation: the options kept (backend, detect.cfg/weights/names/fp16/cudnn, inflight) */
     mk_config_t cfg;  /* for the next submitted frame */
     mk_class_set_t classes;
     int single_class;
@@ -550,6 +550,7 @@ int mk_segment_set_config(mk_segment_t *s, const mk_config_t *cfg)
     memcpy(next.detect.weights, b->detect.weights, sizeof next.detect.weights);
     memcpy(next.detect.names, b->detect.names, sizeof next.detect.names);
     next.detect.fp16 = b->detect.fp16;
+    next.detect.cudnn = b->detect.cudnn;
     next.pipeline.inflight = b->pipeline.inflight;
     next.cut.method = mk_cut_method(s->cut);
     s->cfg = next;

@@ -34,7 +34,7 @@
  * Configuration. The configuration of a frame is the one in force when it was submitted (each frame carries a
  * copy), so live changes apply from a frame boundary as in a sequential pipeline. mk_segment_set_config() drains
  * the frames in flight first when the change is structural (cut.method: the cut object is replaced); the
- * restart-only options that the engine was built with (backend, detect.cfg/weights/names/fp16, pipeline.inflight)
+ * restart-only options that the engine was built with (backend, detect.cfg/weights/names/fp16/cudnn, pipeline.inflight)
  * are kept as they were at creation.
  *
  * Errors. A frame that fails (a frame the ops refuse, a CUDA error) comes back with rc < 0 and its message in

@@ -77,6 +77,9 @@ int mk_net_cuda_layer_read(mk_net_t *net, int i, float *dst);
  * "dwpw32x64"; "fused" for a depthwise layer computed inside the dwpw kernel of the layer after it); MK_EINVAL for
  * a layer that is not a convolution. */
 int mk_net_cuda_conv_impl(mk_net_t *net, int i, char *name, size_t len);
+/* 1 when the network holds a cuDNN handle (some convolution may use cuDNN), 0 when not, MK_EINVAL when it is not a
+ * network on a CUDA context. */
+int mk_net_cuda_has_cudnn(const mk_net_t *net);
 
 /* Checks a guided call's parameters and fills its plan (kernels/guided.c). */
 int mk_guided_plan(const mk_guided_t *g, int C, int w, int h, mk_guided_plan_t *pl);

@@ -205,6 +205,8 @@ int mk_net_load_mem(mk_ctx_t *ctx, const char *cfg_text, size_t cfg_len, const c
     if (opts->fp16 && ctx->backend != MK_BACKEND_CUDA)
         return mk_err_set(MK_EUNSUPPORTED, "FP16 networks need the CUDA backend (this context is %s)",
                           mk_backend_name(ctx->backend));
+    if (opts->cudnn < MK_NET_CUDNN_AUTO || opts->cudnn > MK_NET_CUDNN_OFF)
+        return mk_err_set(MK_EINVAL, "mk_net_load: cudnn %d is not an MK_NET_CUDNN_* value", opts->cudnn);
     if ((rc = mk_darknet_cfg_parse(cfg_text, cfg_len, cfg_name, &cfg)))
         return rc;
     if (!(net = calloc(1, sizeof *net))) {
@@ -219,6 +221,7 @@ int mk_net_load_mem(mk_ctx_t *ctx, const char *cfg_text, size_t cfg_len, const c
     net->w = opts->width ? opts->width : cfg.width;
     net->h = opts->height ? opts->height : cfg.height;
     net->fp16 = opts->fp16;
+    net->cudnn = opts->cudnn;
     if (!net->w || !net->h) {
         rc = mk_err_set(MK_EFORMAT, "%s: [net] gives no width and height, and no network size was asked for",
                         net->cfg_name);

@@ -38,9 +38,23 @@ typedef struct {
     /* CUDA: run the convolutions in FP16 (tensor cores); yolo outputs stay float32. The CPU backend has no FP16
      * mode and fails the load with MK_EUNSUPPORTED. */
     int fp16;
+    /* CUDA: which convolutions may go through cuDNN (MK_NET_CUDNN_*). A cuDNN handle loads its engines and
+     * cuBLASLt into the process: ~570 MB more host memory than our kernels alone need. */
+    int cudnn;
 } mk_net_opts_t;
 
-/* Defaults: the cfg's size, seed 1, FP32. */
+enum {
+    /* cuDNN only for convolutions none of our kernels of the network's precision and layout computes well: an FP16
+     * network whose convolutions our NHWC kernels all cover runs without cuDNN (no handle); FP32 networks and other
+     * FP16 layers time cuDNN against our kernels and keep the faster. */
+    MK_NET_CUDNN_AUTO = 0,
+    /* Every convolution times cuDNN against our kernels and keeps the faster; FP16 also tries the NCHW layout. */
+    MK_NET_CUDNN_ON = 1,
+    /* Never cuDNN: our kernels only (FP16 NHWC, or the direct kernel in FP32, much slower on large networks). */
+    MK_NET_CUDNN_OFF = 2,
+};
+
+/* Defaults: the cfg's size, seed 1, FP32, MK_NET_CUDNN_AUTO. */
 mk_net_opts_t mk_net_opts_default(void);
 
 /* Loads a network on `ctx`. `weights` NULL: deterministic random weights from opts->seed (weights uniform with

@@ -124,6 +124,7 @@ struct mk_net {
     int n_yolo;
     int yolo[MK_NET_MAX_YOLO]; /* layer indices of the yolo layers, in order */
     int fp16;             /* opts->fp16: the CUDA backend runs convolutions in FP16 (yolo outputs stay F32) */
+    int cudnn;            /* opts->cudnn: MK_NET_CUDNN_* */
     /* The weights file's header (zeros for random weights). */
     int major, minor, revision;
     uint64_t seen;

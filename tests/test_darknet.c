@@ -594,6 +594,15 @@ static void test_bad_networks(void **state)
     mk_net_destroy(net);
     o.fp16 = 1;
     assert_int_equal(load("[net]\nchannels=3\n[maxpool]\n", NULL, &o, &net), MK_EUNSUPPORTED);
+    o.fp16 = 0;
+    o.cudnn = MK_NET_CUDNN_OFF + 1;
+    assert_int_equal(load("[net]\nchannels=3\n[maxpool]\n", NULL, &o, &net), MK_EINVAL);
+    assert_non_null(strstr(mk_err_msg(), "not an MK_NET_CUDNN_* value"));
+    o.cudnn = -1;
+    assert_int_equal(load("[net]\nchannels=3\n[maxpool]\n", NULL, &o, &net), MK_EINVAL);
+    o.cudnn = MK_NET_CUDNN_OFF; /* the CPU backend has no cuDNN: any value loads */
+    TU_OK(load("[net]\nwidth=4\nheight=4\nchannels=3\n[maxpool]\n", NULL, &o, &net));
+    mk_net_destroy(net);
     assert_int_equal(mk_net_load(tu_cpu, "/nonexistent/x.cfg", NULL, NULL, &net), MK_EIO);
 }
 

@@ -524,6 +524,62 @@ static void test_fp16(void **state)
     checked += check_fp16_model(&models[1], "MASKD_NET_PDL=0");
     checked += check_fp16_model(&models[1], "MASKD_NET_ROUTE_FUSE=0 MASKD_NET_VIEWS=0 MASKD_NET_INPUT_NODE=0");
     checked += check_fp16_model(&models[4], "MASKD_NET_DIRECT_MFLOPS=1e9");
+    /* cuDNN timed beside our kernels everywhere, and never */
+    checked += check_fp16_model(&models[0], "MASKD_NET_CUDNN=on");
+    checked += check_fp16_model(&models[0], "MASKD_NET_CUDNN=off");
+    if (!checked)
+        skip();
+}
+
+/* detect.cudnn: by default (auto) the FP16 networks that our kernels cover load no cuDNN handle and no convolution
+ * uses cuDNN; off holds for FP32 too (the direct kernel); on creates the handle; FP32 in auto keeps cuDNN. A bad
+ * value of the option or of its switch is refused. */
+static void test_cudnn_option(void **state)
+{
+    (void)state;
+    static const struct {
+        int model, fp16, cudnn;
+        const char *env;
+        int handle; /* expected mk_net_cuda_has_cudnn */
+    } cases[] = {
+        {0, 1, MK_NET_CUDNN_AUTO, NULL, 0}, {4, 1, MK_NET_CUDNN_AUTO, NULL, 0}, {3, 1, MK_NET_CUDNN_AUTO, NULL, 0},
+        {0, 0, MK_NET_CUDNN_OFF, NULL, 0},  {0, 1, MK_NET_CUDNN_ON, NULL, 1},   {0, 0, MK_NET_CUDNN_AUTO, NULL, 1},
+        {0, 1, MK_NET_CUDNN_ON, "MASKD_NET_CUDNN=auto", 0},                      {0, 1, MK_NET_CUDNN_AUTO, "MASKD_NET_CUDNN=on", 1},
+    };
+    int checked = 0;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char cfg[4096], weights[4096];
+        ref_t *refs;
+        int nref;
+        if (!model_data(&models[cases[k].model], cfg, weights, &refs, &nref)) {
+            free(refs);
+            continue;
+        }
+        mk_net_opts_t o = mk_net_opts_default();
+        o.fp16 = cases[k].fp16;
+        o.cudnn = cases[k].cudnn;
+        mk_net_t *net = NULL;
+        char buf[64], *old = getenv("MASKD_NET_CUDNN") ? strdup(getenv("MASKD_NET_CUDNN")) : NULL;
+        if (cases[k].env)
+            setenv("MASKD_NET_CUDNN", strchr(cases[k].env, '=') + 1, 1);
+        int rc = mk_net_load(gpu, cfg, weights, &o, &net);
+        if (old)
+            setenv("MASKD_NET_CUDNN", old, 1);
+        else
+            unsetenv("MASKD_NET_CUDNN");
+        free(old);
+        TU_OK(rc);
+        int has = mk_net_cuda_has_cudnn(net), on_cudnn = count_impls(net, "cudnn", 0);
+        snprintf(buf, sizeof buf, "%s", cases[k].env ? cases[k].env : "");
+        print_message("%s %s cudnn=%d %s: handle %d, %d convolutions on cuDNN\n", models[cases[k].model].name,
+                      cases[k].fp16 ? "FP16" : "FP32", cases[k].cudnn, buf, has, on_cudnn);
+        assert_int_equal(has, cases[k].handle);
+        if (!has)
+            assert_int_equal(on_cudnn, 0);
+        mk_net_destroy(net);
+        free(refs);
+        checked++;
+    }
     if (!checked)
         skip();
 }
@@ -766,7 +822,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fp32_reference), cmocka_unit_test(test_fp32_variants),
         cmocka_unit_test(test_fp32_layers),    cmocka_unit_test(test_fp16),
-        cmocka_unit_test(test_fp16_kernels),
+        cmocka_unit_test(test_fp16_kernels),   cmocka_unit_test(test_cudnn_option),
         cmocka_unit_test(test_big_random),     cmocka_unit_test(test_graph_replay),
         cmocka_unit_test(test_states),
     };

@@ -48,6 +48,7 @@
  *   MASKD_NET_PDL=0             no programmatic dependent launch
  *   MASKD_NET_ROUTE_FUSE=0      maxpool and upsample layers as kernels of their own, never inside a route's kernel
  *   MASKD_NET_VIEWS=0           every [route] is a kernel (no views)
+ *   MASKD_NET_CUDNN=auto|on|off which convolutions may use cuDNN, instead of the network's option (MK_NET_CUDNN_*)
  *   MASKD_NET_INPUT_NODE=0      the input copy or conversion queued before each graph launch, not inside the graph
  *   MASKD_NET_DEBUG=1           every layer keeps its own output buffer and nothing is fused, so that
  *                               mk_net_cuda_layer_read() can read any layer after a pass */
@@ -144,6 +145,7 @@ struct options {
     int route_fuse;       /* MASKD_NET_ROUTE_FUSE */
     int views;            /* MASKD_NET_VIEWS */
     int in_node;          /* MASKD_NET_INPUT_NODE */
+    int cudnn;            /* MK_NET_CUDNN_*: the network's, or MASKD_NET_CUDNN */
 };
 
 struct net_state {
@@ -466,6 +468,10 @@ void candidates(const mk_net_t *net, net_state *st, const options *o, int i)
         use_own = flops <= o->direct_mflops * 1e6;
         use_cudnn = !use_own;
     }
+    if (o->cudnn == MK_NET_CUDNN_OFF) {
+        use_cudnn = 0;
+        use_own = 1;
+    }
     c->n_cand = 0;
     if (use_cudnn)
         add_cand(c, IMPL_CUDNN, 0, 1);
@@ -495,6 +501,12 @@ void candidates(const mk_net_t *net, net_state *st, const options *o, int i)
     if (use_own && (c->n_cand == use_cudnn || name_matches(o->conv, "direct") ||
                     (!ours && (c->depthwise || flops <= kDirectMaxFlops || o->direct_mflops >= 0))))
         add_cand(c, IMPL_DIRECT, 0, 1);
+    /* auto: our FP16 NHWC kernels, where one applies, without cuDNN beside them (unless a switch names cuDNN) */
+    if (o->cudnn == MK_NET_CUDNN_AUTO && ours && !*o->conv && c->n_cand > 1 && c->cand[0].kind == IMPL_CUDNN &&
+        c->cand[1].kind != IMPL_DIRECT) {
+        memmove(c->cand, c->cand + 1, (size_t)(c->n_cand - 1) * sizeof c->cand[0]);
+        c->n_cand--;
+    }
     if (*o->conv) {
         conv_impl keep[kMaxCand];
         int n = 0;
@@ -1236,7 +1248,13 @@ int prepare(mk_ctx_t *ctx, mk_net_t *net, const options *o, net_state **out)
         return rc;
     net_state *st = *out;
     cudaStream_t s = MK_STREAM(ctx);
-    if ((rc = MK_CUDNN_CHECK(cudnnCreate(&st->dnn))) || (rc = MK_CUDNN_CHECK(cudnnSetStream(st->dnn, s))) ||
+    /* cuDNN's handle only where a convolution may use it: creating one loads its engines and cuBLASLt (~100 MB of
+     * host memory). */
+    int need_dnn = 0;
+    for (int i = 0; i < net->n_layers; i++)
+        need_dnn |= net->layers[i].type == MK_LAYER_CONV && has_cand(&st->conv[i], IMPL_CUDNN);
+    if ((need_dnn && ((rc = MK_CUDNN_CHECK(cudnnCreate(&st->dnn))) ||
+                      (rc = MK_CUDNN_CHECK(cudnnSetStream(st->dnn, s))))) ||
         (rc = MK_CUDA_CHECK(cudaEventCreate(&st->ev[0]))) || (rc = MK_CUDA_CHECK(cudaEventCreate(&st->ev[1]))) ||
         (st->half && st->nhwc && (rc = dn_conv_init())))
         return rc;
@@ -1328,7 +1346,8 @@ int read_options(const mk_net_t *net, options *o)
 {
     const char *layout = getenv("MASKD_NET_LAYOUT"), *dw = getenv("MASKD_NET_DEPTHWISE"),
                *direct = getenv("MASKD_NET_DIRECT_MFLOPS"), *conv = getenv("MASKD_NET_CONV"),
-               *splitk = getenv("MASKD_NET_SPLITK"), *fuse = getenv("MASKD_NET_FUSE");
+               *splitk = getenv("MASKD_NET_SPLITK"), *fuse = getenv("MASKD_NET_FUSE"),
+               *cudnn = getenv("MASKD_NET_CUDNN");
     int dev = 0, major = 0, rc;
     memset(o, 0, sizeof *o);
     o->half = net->fp16;
@@ -1377,6 +1396,16 @@ int read_options(const mk_net_t *net, options *o)
     o->in_node = !env_off("MASKD_NET_INPUT_NODE");
     o->graph = !env_flag("MASKD_NO_GRAPH");
     o->debug = env_flag("MASKD_NET_DEBUG");
+    o->cudnn = net->cudnn;
+    if (cudnn && *cudnn) {
+        static const char *const names[] = {"auto", "on", "off"};
+        int k = 0;
+        while (k < 3 && strcmp(cudnn, names[k]))
+            k++;
+        if (k == 3)
+            return mk_err_set(MK_EINVAL, "MASKD_NET_CUDNN=%s: expected auto, on or off", cudnn);
+        o->cudnn = k;
+    }
     return 0;
 }
 
@@ -1399,7 +1428,8 @@ extern "C" int mk_net_prepare_cuda(mk_ctx_t *ctx, mk_net_t *net)
         net->backend_state = st;
         return rc;
     }
-    if (rc || !o.half || o.layout_forced)
+    /* auto: a pass that needed no cuDNN is kept (NCHW would need it for every convolution) */
+    if (rc || !o.half || o.layout_forced || o.cudnn == MK_NET_CUDNN_OFF || (o.cudnn == MK_NET_CUDNN_AUTO && !st->dnn))
         return rc;
     /* FP16 in either layout: both prepared, the faster pass kept. */
     o.nhwc = 0;
@@ -1477,6 +1507,13 @@ extern "C" int mk_net_cuda_conv_impl(mk_net_t *net, int i, char *name, size_t le
         impl_name(st->conv[i].impl, name, len);
     return 0;
 }
+extern "C" int mk_net_cuda_has_cudnn(const mk_net_t *net)
+{
+    if (!net || !net->backend_state || net->ctx->backend != MK_BACKEND_CUDA)
+        return mk_err_set(MK_EINVAL, "mk_net_cuda_has_cudnn: not a network on a CUDA context");
+    return ((const net_state *)net->backend_state)->dnn != NULL;
+}
+
 extern "C" int mk_net_cuda_layer_read(mk_net_t *net, int i, float *dst)
 {
     if (!net || !net->backend_state || net->ctx->backend != MK_BACKEND_CUDA || !dst)

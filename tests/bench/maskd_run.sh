@@ -3,6 +3,7 @@
 # of the shared data (the test pattern and the fallback box when the data is absent), keeps a bus reader attached,
 # and writes `maskctl stats` (JSON and readable) at the end. Usage:
 #   tests/bench/maskd_run.sh BUILD BACKEND SECONDS OUTPREFIX      e.g. build cpu 60 /tmp/out/maskd_cpu
+# MASKD_RUN_ARGS: more maskd arguments (split at spaces), e.g. "--set detect.fp16=true".
 set -euo pipefail
 build=$1 backend=$2 secs=$3 out=$4
 data=${MASKD_TEST_DATA:-$(dirname "$0")/../../../shared/data}
@@ -16,6 +17,7 @@ if [ -f "$data/video/otb_man/man_mjpeg.avi" ] && [ -f "$model/yolo-fastest-1.1_b
 else
     echo "maskd_run: no otb_man or model under $data: the test pattern without a detector" >&2
 fi
+[ -n "${MASKD_RUN_ARGS:-}" ] && args+=($MASKD_RUN_ARGS)
 "$build/daemon/maskd" "${args[@]}" > "$out.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -rf "$rundir"' EXIT
