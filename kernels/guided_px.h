@@ -245,20 +245,38 @@ MK_PX void mk_px_up_coord(int x, int s, int nl, int *i0, int *i1, float *f)
     *i1 = mk_px_clamp(q + 1, 0, nl - 1);
 }
 
-/* The fast filter's output at a full-resolution pixel: the C + 1 means of the four low-resolution neighbours
- * (m00 left-top, m01 right-top, m10 left-bottom, m11 right-bottom) interpolated with weights fx, fy, then
- * applied to the guide pixel g (levels 0..255). */
-MK_PX float mk_px_guided_up(int C, const float *m00, const float *m01, const float *m10, const float *m11, float fx,
-                            float fy, const int g[3])
+/* w0 v0 + w1 v1, rounded as written (one interpolation step). */
+MK_PX float mk_px_lerp(float w0, float v0, float w1, float v1)
 {
-    float gx = MK_FSUB(1.0f, fx), gy = MK_FSUB(1.0f, fy), q = 0.0f;
+    return MK_FADD(MK_FMUL(w0, v0), MK_FMUL(w1, v1));
+}
+
+/* The fast filter's output at a full-resolution pixel from the C + 1 means already interpolated along y in the
+ * pixel's left (vl) and right (vr) low-resolution columns: interpolated along x with weight fx, then applied to the
+ * guide pixel g (levels 0..255). */
+MK_PX float mk_px_guided_up_row(int C, const float *vl, const float *vr, float fx, const int g[3])
+{
+    float gx = MK_FSUB(1.0f, fx), q = 0.0f;
     for (int i = 0; i <= C; i++) {
-        float top = MK_FADD(MK_FMUL(gx, m00[i]), MK_FMUL(fx, m01[i]));
-        float bot = MK_FADD(MK_FMUL(gx, m10[i]), MK_FMUL(fx, m11[i]));
-        float v = MK_FADD(MK_FMUL(gy, top), MK_FMUL(fy, bot));
+        float v = mk_px_lerp(gx, vl[i], fx, vr[i]);
         q = i < C ? MK_FADD(q, MK_FMUL(v, (float)g[i])) : MK_FADD(q, v);
     }
     return q;
+}
+
+/* The fast filter's output at a full-resolution pixel: the C + 1 means of the four low-resolution neighbours
+ * (m00 left-top, m01 right-top, m10 left-bottom, m11 right-bottom) interpolated with weights fx, fy (first along
+ * y in each column, then along x: the CUDA kernel shares the y step among a row's pixels), then applied to the
+ * guide pixel g (levels 0..255). */
+MK_PX float mk_px_guided_up(int C, const float *m00, const float *m01, const float *m10, const float *m11, float fx,
+                            float fy, const int g[3])
+{
+    float gy = MK_FSUB(1.0f, fy), vl[4], vr[4];
+    for (int i = 0; i <= C; i++) {
+        vl[i] = mk_px_lerp(gy, m00[i], fy, m10[i]);
+        vr[i] = mk_px_lerp(gy, m01[i], fy, m11[i]);
+    }
+    return mk_px_guided_up_row(C, vl, vr, fx, g);
 }
 
 #endif

@@ -12,11 +12,14 @@
  *                 ~1e-13 relative), then per pixel q and its mask product (s = 1) or the coefficient means at low
  *                 resolution (s > 1).
  * The fast filter (s > 1) starts with reduce_kernel, the guide reduced by s x s area averages (one thread per
- * reduced pixel), and ends with up_kernel: bilinear means applied to the full-resolution guide, the mask product and
- * zeros outside the pasted rectangle in one pass over the output. Launches: s = 1 two (and a clearing pass for a
- * partial paste), s > 1 four; each after the first is a programmatic dependent launch (its blocks are scheduled as
- * the previous kernel's leave the SMs and wait in cudaGridDependencySynchronize() before touching memory), so the
- * launch gaps overlap the previous kernel's tail.
+ * reduced pixel, the block's loads unrolled for s = 2, 3, 4), and ends with up_kernel: bilinear means applied to the
+ * full-resolution guide, the mask product and zeros outside the pasted rectangle in one pass over the output. Between
+ * them, for working radii up to kLowRMax (8), one low_kernel computes the means of a tile in shared memory (the
+ * moments, a and b over the tile and its margin, their sums); larger radii run the strip kernels at low resolution.
+ * Launches: s = 1 two (and a clearing pass for a partial paste), s > 1 three (four past kLowRMax); each after the
+ * first is a programmatic dependent launch (its blocks are scheduled as the previous kernel's leave the SMs and wait
+ * in cudaGridDependencySynchronize() before touching what that kernel wrote), so the launch gaps overlap the previous
+ * kernel's tail.
  * Larger radii run the CPU reference's algorithm in parallel (summed-area tables built by one thread per row, then
  * per column, in the reference's order; one thread per pixel after), so that path equals the CPU bit for bit;
  * its tables take (moments + C + 1) x 8 bytes per working pixel of the context's scratch.
@@ -34,10 +37,11 @@ namespace {
 const unsigned kFull = 0xffffffffu;
 const int kWarp = 32, kLaneCols = 4, kStripCols = kWarp * kLaneCols, kRMax = MK_GUIDED_TILE_RADIUS;
 const int kStripWarps = 4, kStripThreads = kStripWarps * kWarp;
-/* up_kernel: a block of kUpCols x kUpRows output pixels, a thread per pixel. */
-const int kUpCols = 64, kUpRows = 4;
+/* up_kernel: a block of kUpThreads threads for kUpCols x kUpRows output pixels, a thread per column and every
+ * (kUpThreads / kUpCols)-th row; the y-interpolated means of the block's rows in at most kUpVMax low-resolution
+ * columns (s >= 2: (kUpCols - 1) / s + 2). */
+const int kUpCols = 128, kUpRows = 16, kUpThreads = 256, kUpStep = kUpThreads / kUpCols, kUpVMax = (kUpCols - 1) / 2 + 2;
 static_assert(kStripCols - 2 * kRMax >= kLaneCols, "a strip yields outputs at the largest tile radius");
-static_assert(kUpRows >= 2 && kUpRows <= kUpCols, "up_kernel fills its row table from its second row of threads");
 /* Exact integers: vertical sums of 2r + 1 moments fit int32, and so do the horizontal prefix sums along a strip of
  * all moments but the guide-times-source ones (int64 from their first horizontal addition on). */
 static_assert(255LL * MK_GUIDED_Q * (2 * kRMax + 1) < (1LL << 31), "column sums of g p overflow int32");
@@ -50,6 +54,7 @@ struct in_t {
     const void *src;        /* the source at the working resolution */
     size_t spitch;
     int src_f32;
+    int g4; /* the guide's address and pitch are multiples of 4 bytes */
 };
 
 __host__ __device__ constexpr size_t align256(size_t n)
@@ -386,17 +391,264 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
     }
 }
 
+/* ---- the fast filter's low-resolution pass in one kernel ----------------------------------------------- */
+
+/* low_kernel: a block computes the means of a TW x TH tile of the working image from the reduced guide and the
+ * source: both staged with a margin of 2r (reflected at the image edges), the moments' sums over 2r + 1 rows, a and b
+ * over the tile and a margin of r (where a window reaches past the image, the sums of the mirrored window are the
+ * same integers, so a and b there are those of the reflected position, as the reference's reflected box sums take
+ * them), then their sums over 2r + 1 rows and the means. All in shared memory; the working radius R is a template
+ * parameter (0..kLowRMax), so every loop has a fixed trip count. Threads: 32 x 8, x fastest. */
+const int kLowThreads = 256, kLowRMax = 8;
+
+/* The tile is 32 - 2R columns wide, so that a and b take exactly one warp's width (32), and 16 - 2R rows tall (8
+ * from R = 5 on): about 3 blocks per SM at 1080p / 4, R = 2. */
+template <int C, int R> struct low_geom {
+    static constexpr int NM = MK_GUIDED_NM(C), NC = C + 1;
+    static constexpr int TW = 32 - 2 * R, TH = R <= 4 ? 16 - 2 * R : 8;
+    static constexpr int GW = TW + 4 * R, GH = TH + 4 * R, AW = TW + 2 * R, AH = TH + 2 * R;
+    static constexpr size_t PX = (size_t)GW * GH * sizeof(unsigned);
+    static constexpr size_t OFF_PV = PX, OFF_COL = (2 * PX + 15) & ~(size_t)15;
+    /* a and b's sums over rows (TH x AW x NC doubles) reuse the moments' column sums (NM x AH x GW ints) */
+    static constexpr size_t OFF_AB = (OFF_COL + (size_t)NM * AH * GW * sizeof(int) + 15) & ~(size_t)15;
+    static constexpr size_t BYTES = OFF_AB + (size_t)NC * AH * AW * sizeof(float);
+    static_assert((size_t)NM * AH * GW * sizeof(int) >= (size_t)NC * TH * AW * sizeof(double), "aliasing");
+    static_assert(AW == 32 && TW > 0 && TH > 0, "low_kernel's layout");
+};
+
+template <int C, int R>
+__global__ void __launch_bounds__(kLowThreads) low_kernel(in_t in, mk_guided_plan_t pl, float *__restrict__ means)
+{
+    using G = low_geom<C, R>;
+    constexpr int NM = G::NM, NC = G::NC, N32 = NM - C; /* moments N32.. are guide-times-source */
+    constexpr int TW = G::TW, TH = G::TH, GW = G::GW, GH = G::GH, AW = G::AW, AH = G::AH;
+    constexpr int NCOL = GW * AH, NAB = AW * AH, NRS = AW * TH;
+    constexpr int KX = (GW + 31) / 32, KY = (GH + 7) / 8; /* staged columns and rows of a thread */
+    extern __shared__ __align__(16) unsigned char smem[];
+    unsigned *gv = (unsigned *)smem;
+    int *pv = (int *)(smem + G::OFF_PV), *col = (int *)(smem + G::OFF_COL);
+    float *ab = (float *)(smem + G::OFF_AB);
+    double *rs = (double *)(smem + G::OFF_COL);
+    const int tx = (int)threadIdx.x & 31, ty = (int)threadIdx.x >> 5;
+    const int x0 = (int)blockIdx.x * TW, y0 = (int)blockIdx.y * TH;
+    mk_guided_plan_t pc = pl; /* C known at compile time: the solve's branches fold */
+    pc.C = C;
+    int X[KX], Y[KY];
+#pragma unroll
+    for (int k = 0; k < KX; k++)
+        X[k] = mk_px_reflect(x0 - 2 * R + tx + 32 * k, pl.wl);
+#pragma unroll
+    for (int j = 0; j < KY; j++)
+        Y[j] = mk_px_reflect(y0 - 2 * R + ty + 8 * j, pl.hl);
+    /* the source first (older than this call's kernels), then the reduced guide after the wait; loads before stores */
+    {
+        int q[KY][KX];
+#pragma unroll
+        for (int j = 0; j < KY; j++)
+#pragma unroll
+            for (int k = 0; k < KX; k++)
+                if (ty + 8 * j < GH && tx + 32 * k < GW)
+                    q[j][k] = mk_px_src_q((const char *)in.src + (size_t)Y[j] * in.spitch, in.src_f32, X[k]);
+#pragma unroll
+        for (int j = 0; j < KY; j++)
+#pragma unroll
+            for (int k = 0; k < KX; k++)
+                if (ty + 8 * j < GH && tx + 32 * k < GW)
+                    pv[(ty + 8 * j) * GW + tx + 32 * k] = q[j][k];
+    }
+    wait_previous_kernel(); /* reduce_kernel's guide */
+    allow_next_kernel();
+    {
+        unsigned u[KY][KX];
+#pragma unroll
+        for (int j = 0; j < KY; j++)
+#pragma unroll
+            for (int k = 0; k < KX; k++)
+                if (ty + 8 * j < GH && tx + 32 * k < GW)
+                    u[j][k] = __ldg(in.rguide + (size_t)Y[j] * pl.wl + X[k]);
+#pragma unroll
+        for (int j = 0; j < KY; j++)
+#pragma unroll
+            for (int k = 0; k < KX; k++)
+                if (ty + 8 * j < GH && tx + 32 * k < GW)
+                    gv[(ty + 8 * j) * GW + tx + 32 * k] = u[j][k];
+    }
+    __syncthreads();
+    /* the moments summed over rows ay .. ay + 2R of the staged region, per staged column (exact in int32) */
+#pragma unroll 1
+    for (int ay = ty; ay < AH; ay += 8)
+#pragma unroll
+        for (int k = 0; k < KX; k++) {
+            const int gx = tx + 32 * k;
+            if (gx >= GW)
+                continue;
+            int v[NM];
+#pragma unroll
+            for (int m = 0; m < NM; m++)
+                v[m] = 0;
+#pragma unroll
+            for (int d = 0; d <= 2 * R; d++) {
+                const unsigned u = gv[(ay + d) * GW + gx];
+                const int p = pv[(ay + d) * GW + gx];
+                int g[3], m = 0;
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    g[c] = (int)((u >> (8 * c)) & 255u);
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    v[m++] += g[c];
+#pragma unroll
+                for (int c = 0; c < C; c++)
+#pragma unroll
+                    for (int l = c; l < C; l++)
+                        v[m++] += g[c] * g[l];
+                v[m++] += p;
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    v[m++] += g[c] * p;
+            }
+#pragma unroll
+            for (int m = 0; m < NM; m++)
+                col[m * NCOL + ay * GW + gx] = v[m];
+        }
+    __syncthreads();
+    /* a and b at the tile and a margin of R: the window sums along the row, then the reference's solve */
+#pragma unroll 1
+    for (int ay = ty; ay < AH; ay += 8)
+#pragma unroll
+        for (int k = 0; k < (AW + 31) / 32; k++) {
+            const int ax = tx + 32 * k;
+            if (ax >= AW)
+                continue;
+            const int *cb = col + ay * GW + ax;
+            double S[NM];
+#pragma unroll
+            for (int m = 0; m < N32; m++) {
+                int v = 0;
+#pragma unroll
+                for (int d = 0; d <= 2 * R; d++)
+                    v += cb[m * NCOL + d];
+                S[m] = exact_f64((unsigned)v);
+            }
+#pragma unroll
+            for (int m = 0; m < C; m++) {
+                long long v = 0;
+#pragma unroll
+                for (int d = 0; d <= 2 * R; d++)
+                    v += cb[(N32 + m) * NCOL + d];
+                S[N32 + m] = exact_f64(v);
+            }
+            float a[NC];
+            mk_px_guided_solve(&pc, S, a, a + C);
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                ab[c * NAB + ay * AW + ax] = a[c];
+        }
+    __syncthreads();
+    /* a and b summed over rows ty .. ty + 2R (double), per column of their region */
+#pragma unroll
+    for (int j = 0; j < (TH + 7) / 8; j++) {
+        const int ry = ty + 8 * j, ax = tx;
+        if (ry < TH) {
+            double v[NC];
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                v[c] = 0.0;
+#pragma unroll
+            for (int d = 0; d <= 2 * R; d++)
+#pragma unroll
+                for (int c = 0; c < NC; c++)
+                    v[c] += (double)ab[c * NAB + (ry + d) * AW + ax];
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                rs[c * NRS + ry * AW + ax] = v[c];
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < (TH + 7) / 8; j++) {
+        const int ry = ty + 8 * j, Xo = x0 + tx, Yo = y0 + ry;
+        if (tx >= TW || ry >= TH || Xo >= pl.wl || Yo >= pl.hl)
+            continue;
+        double A[NC];
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+            A[c] = 0.0;
+#pragma unroll
+        for (int d = 0; d <= 2 * R; d++)
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                A[c] += rs[c * NRS + ry * AW + tx + d];
+        double Ag[3] = {0, 0, 0};
+#pragma unroll
+        for (int c = 0; c < C; c++)
+            Ag[c] = A[c];
+        float m[NC];
+        mk_px_guided_means(&pc, Ag, A[C], m);
+        store_coef<C>(means + ((size_t)Yo * pl.wl + Xo) * NC, m);
+    }
+}
+
 /* ---- the fast filter's reduced guide and full-resolution pass ------------------------------------------- */
 
-/* The guide reduced by s x s block averages as mk_px_guide_at computes them, one thread per reduced pixel. */
-template <int C> __global__ void reduce_kernel(in_t in, mk_guided_plan_t pl, unsigned *__restrict__ rg)
+/* The guide reduced by s x s block averages as mk_px_guide_at computes them, one thread per reduced pixel. S > 0:
+ * the scale known at compile time (every load of a full block issued at once); S = 0: pl.s. */
+template <int C, int S> __global__ void reduce_kernel(in_t in, mk_guided_plan_t pl, unsigned *__restrict__ rg)
 {
     const int x = (int)(blockIdx.x * blockDim.x + threadIdx.x), y = (int)(blockIdx.y * blockDim.y + threadIdx.y);
     allow_next_kernel();
     if (x >= pl.wl || y >= pl.hl)
         return;
-    const int xa = x * pl.s, ya = y * pl.s, xb = min(xa + pl.s, pl.w), yb = min(ya + pl.s, pl.h), n = (xb - xa) * C;
+    const int s = S > 0 ? S : pl.s;
+    const int xa = x * s, ya = y * s, xb = min(xa + s, pl.w), yb = min(ya + s, pl.h), n = (xb - xa) * C;
     int sum[3] = {0, 0, 0};
+    if constexpr (S > 0) {
+        if constexpr (S * C % 4 == 0) {
+            if (in.g4 && xb - xa == S && yb - ya == S) { /* a whole block, in words */
+                constexpr int NW = S * C / 4;
+                unsigned v[S][NW];
+#pragma unroll
+                for (int i = 0; i < S; i++)
+#pragma unroll
+                    for (int k = 0; k < NW; k++)
+                        v[i][k] = __ldg((const unsigned *)(in.guide + (size_t)(ya + i) * in.gpitch + (size_t)xa * C) + k);
+#pragma unroll
+                for (int i = 0; i < S; i++)
+#pragma unroll
+                    for (int k = 0; k < NW; k++)
+#pragma unroll
+                        for (int b = 0; b < 4; b++)
+                            sum[(4 * k + b) % C] += (int)((v[i][k] >> (8 * b)) & 255u);
+                unsigned u = 0;
+                constexpr int cnt = S * S;
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    u |= (unsigned)((2 * sum[c] + cnt) / (2 * cnt)) << (8 * c);
+                rg[(size_t)y * pl.wl + x] = u;
+                return;
+            }
+        }
+        if (xb - xa == S && yb - ya == S) { /* a whole block */
+            uint8_t v[S][S * C];
+#pragma unroll
+            for (int i = 0; i < S; i++)
+#pragma unroll
+                for (int k = 0; k < S * C; k++)
+                    v[i][k] = __ldg(in.guide + (size_t)(ya + i) * in.gpitch + (size_t)xa * C + k);
+#pragma unroll
+            for (int i = 0; i < S; i++)
+#pragma unroll
+                for (int k = 0; k < S * C; k++)
+                    sum[k % C] += v[i][k];
+            unsigned u = 0;
+            constexpr int cnt = S * S;
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                u |= (unsigned)((2 * sum[c] + cnt) / (2 * cnt)) << (8 * c);
+            rg[(size_t)y * pl.wl + x] = u;
+            return;
+        }
+    }
 #pragma unroll 2
     for (int yy = ya; yy < yb; yy++) {
         const uint8_t *p = in.guide + (size_t)yy * in.gpitch + (size_t)xa * C;
@@ -414,42 +666,104 @@ template <int C> __global__ void reduce_kernel(in_t in, mk_guided_plan_t pl, uns
     rg[(size_t)y * pl.wl + x] = u;
 }
 
-/* Over the whole output (dw x dh), a thread per pixel: its four means and guide pixel are loaded at once (one
- * round of memory latency), a warp's u8 or f32 stores are one row segment. The interpolation coordinates of the
- * block's columns and rows are computed once per block, before the wait for final_kernel. */
-template <int C>
-__global__ void __launch_bounds__(kUpCols *kUpRows) up_kernel(in_t in, mk_guided_plan_t pl,
-                                                              const float *__restrict__ means, mk_mask_out_t out)
+/* reduce_kernel for pl.s, launched as any first kernel of a call. */
+template <int C> int launch_reduce(cudaStream_t st, const in_t &in, const mk_guided_plan_t &pl, unsigned *rg)
 {
-    constexpr int NC = C + 1;
-    __shared__ int si0[kUpCols], si1[kUpCols], sj0[kUpRows], sj1[kUpRows];
-    __shared__ float sfx[kUpCols], sfy[kUpRows];
-    const int tx = (int)threadIdx.x, ty = (int)threadIdx.y;
-    const int dx = (int)blockIdx.x * kUpCols + tx, dy = (int)blockIdx.y * kUpRows + ty;
-    const int x = dx - out.x, y = dy - out.y;
-    if (ty == 0) /* columns outside the rectangle get a clamped entry, never used */
-        mk_px_up_coord(mk_px_clamp(x, 0, pl.w - 1), pl.s, pl.wl, &si0[tx], &si1[tx], &sfx[tx]);
-    else if (ty == 1 && tx < kUpRows)
-        mk_px_up_coord(mk_px_clamp((int)blockIdx.y * kUpRows + tx - out.y, 0, pl.h - 1), pl.s, pl.hl, &sj0[tx],
-                       &sj1[tx], &sfy[tx]);
-    __syncthreads();
-    wait_previous_kernel(); /* final_kernel's means */
-    if (dx >= out.dw || dy >= out.dh)
-        return;
-    if (x < 0 || x >= pl.w || y < 0 || y >= pl.h) {
-        mk_mask_out_zero(out, dx, dy);
-        return;
+    dim3 block(32, 8), grid((unsigned)(pl.wl + 31) / 32, (unsigned)(pl.hl + 7) / 8);
+    switch (pl.s) {
+    case 2: reduce_kernel<C, 2><<<grid, block, 0, st>>>(in, pl, rg); break;
+    case 3: reduce_kernel<C, 3><<<grid, block, 0, st>>>(in, pl, rg); break;
+    case 4: reduce_kernel<C, 4><<<grid, block, 0, st>>>(in, pl, rg); break;
+    default: reduce_kernel<C, 0><<<grid, block, 0, st>>>(in, pl, rg); break;
     }
-    const float *r0 = means + (size_t)sj0[ty] * pl.wl * NC, *r1 = means + (size_t)sj1[ty] * pl.wl * NC;
-    const int i0 = si0[tx], i1 = si1[tx];
-    float m00[NC], m01[NC], m10[NC], m11[NC];
-    int g[3];
-    load_coef<C>(r0 + (size_t)i0 * NC, m00);
-    load_coef<C>(r0 + (size_t)i1 * NC, m01);
-    load_coef<C>(r1 + (size_t)i0 * NC, m10);
-    load_coef<C>(r1 + (size_t)i1 * NC, m11);
-    mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, x, y, g);
-    mk_mask_out_put(out, x, y, mk_px_guided_up(C, m00, m01, m10, m11, sfx[tx], sfy[ty], g));
+    return MK_CUDA_LAUNCH_CHECK(reduce_kernel);
+}
+
+/* Over the whole output (dw x dh): a block's kUpCols x kUpRows pixels (two blocks per SM at 1080p). A thread owns
+ * a column (its interpolation coordinates and addresses in registers) and every kUpStep-th row, and loads its guide
+ * pixels before the wait for the means; then the means of each of the block's rows are interpolated along y once
+ * per low-resolution column (shared memory), and each pixel interpolates those along x and applies them
+ * (mk_px_guided_up's order). A warp's guide loads and u8 or f32 stores are one row segment. */
+template <int C>
+__global__ void __launch_bounds__(kUpThreads) up_kernel(in_t in, mk_guided_plan_t pl, const float *__restrict__ means,
+                                                        mk_mask_out_t out)
+{
+    constexpr int NC = C + 1, kUpPx = kUpRows / kUpStep;
+    static_assert(kUpRows % kUpStep == 0 && kUpRows <= kUpThreads, "up_kernel's layout");
+    __shared__ int sj0[kUpRows], sj1[kUpRows], sib[2];
+    __shared__ float sfy[kUpRows];
+    __shared__ __align__(16) float sv[kUpRows][kUpVMax][NC];
+    const int t = (int)threadIdx.x, col = t % kUpCols, sub = t / kUpCols;
+    const int dx0 = (int)blockIdx.x * kUpCols, dy0 = (int)blockIdx.y * kUpRows, dx = dx0 + col, x = dx - out.x;
+    if (t < kUpRows)
+        mk_px_up_coord(mk_px_clamp(dy0 + t - out.y, 0, pl.h - 1), pl.s, pl.hl, &sj0[t], &sj1[t], &sfy[t]);
+    /* this column's low-resolution columns (clamped outside the rectangle); the block's first and last give the
+     * range of columns interpolated along y */
+    int i0, i1;
+    float fx;
+    mk_px_up_coord(mk_px_clamp(x, 0, pl.w - 1), pl.s, pl.wl, &i0, &i1, &fx);
+    if (t == 0)
+        sib[0] = i0;
+    else if (t == kUpCols - 1)
+        sib[1] = i1;
+    const bool col_in = dx < out.dw, x_in = col_in && x >= 0 && x < pl.w;
+    /* the rows of this thread inside the rectangle and dst: [ka, kb) of k, row dy0 + sub + kUpStep k */
+    const int yb = min(out.dh, out.y + pl.h) - dy0 - sub, ya = out.y - dy0 - sub;
+    const int ka = ya > 0 ? (ya + kUpStep - 1) / kUpStep : 0, kb = yb > 0 ? (yb + kUpStep - 1) / kUpStep : 0;
+    const uint8_t *gcol = in.guide + (ptrdiff_t)(dy0 + sub - out.y) * (ptrdiff_t)in.gpitch + (ptrdiff_t)x * C;
+    unsigned gp[kUpPx];
+#pragma unroll
+    for (int k = 0; k < kUpPx; k++) {
+        gp[k] = 0;
+        if (x_in && k >= ka && k < kb) {
+            const uint8_t *p = gcol + (ptrdiff_t)k * kUpStep * (ptrdiff_t)in.gpitch;
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                gp[k] |= (unsigned)__ldg(p + c) << (8 * c);
+        }
+    }
+    __syncthreads();
+    wait_previous_kernel(); /* the means */
+    const int ilo = sib[0], ni = sib[1] - ilo + 1;
+    for (int r = t / 64; r < kUpRows; r += kUpThreads / 64)
+        for (int i = t % 64; i < ni; i += 64) {
+            const float fy = sfy[r], gy = MK_FSUB(1.0f, fy);
+            float m0[NC], m1[NC];
+            load_coef<C>(means + ((size_t)sj0[r] * pl.wl + ilo + i) * NC, m0);
+            load_coef<C>(means + ((size_t)sj1[r] * pl.wl + ilo + i) * NC, m1);
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                sv[r][i][c] = mk_px_lerp(gy, m0[c], fy, m1[c]);
+        }
+    __syncthreads();
+    if (!col_in)
+        return;
+    char *ocol = (char *)out.data + (size_t)(dy0 + sub) * out.pitch + (size_t)dx * (out.f32 ? 4 : 1);
+    const int kend = min(kUpPx, (out.dh - dy0 - sub + kUpStep - 1) / kUpStep);
+    const float *vl = sv[sub][i0 - ilo], *vr = sv[sub][i1 - ilo];
+#pragma unroll /* fully: gp stays in registers */
+    for (int k = 0; k < kUpPx; k++) {
+        if (k >= kend)
+            continue;
+        char *o = ocol + (size_t)k * kUpStep * out.pitch;
+        float q = 0.0f;
+        if (x_in && k >= ka && k < kb) {
+            int g[3];
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                g[c] = (int)((gp[k] >> (8 * c)) & 255u);
+            const int off = k * kUpStep * kUpVMax * NC;
+            q = mk_px_guided_up_row(C, vl + off, vr + off, fx, g);
+            if (out.f32)
+                *(float *)o = q;
+            else
+                *(uint8_t *)o = mk_px_mask_u8(q, out.mode, out.thresh, out.feather);
+        } else if (out.f32) {
+            *(float *)o = 0.0f;
+        } else {
+            *(uint8_t *)o = 0;
+        }
+    }
 }
 
 __global__ void clear_outside_kernel(mk_mask_out_t out)
@@ -592,9 +906,10 @@ dim3 grid2d(int w, int h, dim3 block)
 /* A kernel that reads what the previous kernel on the stream wrote, as a programmatic dependent launch (the kernel
  * calls wait_previous_kernel() before any memory access). */
 template <typename... P, typename... A>
-int launch_after(cudaStream_t s, dim3 grid, dim3 block, void (*kernel)(P...), A... args)
+int launch_after_smem(cudaStream_t s, dim3 grid, dim3 block, size_t smem, void (*kernel)(P...), A... args)
 {
     cudaLaunchConfig_t cfg = {};
+    cfg.dynamicSmemBytes = smem;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -604,6 +919,38 @@ int launch_after(cudaStream_t s, dim3 grid, dim3 block, void (*kernel)(P...), A.
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     return MK_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
+template <typename... P, typename... A>
+int launch_after(cudaStream_t s, dim3 grid, dim3 block, void (*kernel)(P...), A... args)
+{
+    return launch_after_smem(s, grid, block, 0, kernel, args...);
+}
+
+/* low_kernel<C, R> allowed its shared memory (once per process), then launched after reduce_kernel. */
+template <int C, int R> int launch_low(cudaStream_t s, const in_t &in, const mk_guided_plan_t &pl, float *means)
+{
+    static std::atomic<int> ready{0};
+    const size_t bytes = low_geom<C, R>::BYTES;
+    int rc;
+    if (!ready.load(std::memory_order_relaxed)) {
+        if ((rc = MK_CUDA_CHECK(cudaFuncSetAttribute(low_kernel<C, R>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     (int)bytes))))
+            return rc;
+        ready.store(1, std::memory_order_relaxed);
+    }
+    using G = low_geom<C, R>;
+    dim3 grid((unsigned)(pl.wl + G::TW - 1) / G::TW, (unsigned)(pl.hl + G::TH - 1) / G::TH);
+    return launch_after_smem(s, grid, kLowThreads, bytes, low_kernel<C, R>, in, pl, means);
+}
+
+template <int C, int R = 0> int launch_low_r(cudaStream_t s, const in_t &in, const mk_guided_plan_t &pl, float *means)
+{
+    if constexpr (R < kLowRMax) {
+        if (pl.r != R)
+            return launch_low_r<C, R + 1>(s, in, pl, means);
+    }
+    return launch_low<C, R>(s, in, pl, means);
 }
 
 /* Blocks of kStripThreads of kernel K resident on one SM (its registers decide), asked once per kernel: the
@@ -664,13 +1011,16 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
         return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0>, in, pl, bf.rows, (const float *)ab, out,
                             (float *)nullptr);
     }
-    if ((rc = strip_bands<coef_kernel<C, true>>(ctx, pl, &bc)) || (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf)))
-        return rc;
-    dim3 block(32, 8);
     in_t work = in;
     work.rguide = rg;
-    reduce_kernel<C><<<grid2d(pl.wl, pl.hl, block), block, 0, s>>>(in, pl, rg);
-    if ((rc = MK_CUDA_LAUNCH_CHECK(reduce_kernel)) ||
+    if (pl.r <= kLowRMax) {
+        if ((rc = launch_reduce<C>(s, in, pl, rg)))
+            return rc;
+        return launch_low_r<C>(s, work, pl, means);
+    }
+    if ((rc = strip_bands<coef_kernel<C, true>>(ctx, pl, &bc)) || (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf)))
+        return rc;
+    if ((rc = launch_reduce<C>(s, in, pl, rg)) ||
         (rc = launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true>, work, pl, bc.rows, ab)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 1>, in, pl, bf.rows, (const float *)ab, out,
@@ -732,7 +1082,7 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
     if (rc)
         return rc;
     if (fast) {
-        dim3 block(kUpCols, kUpRows), grid = grid2d(out.dw, out.dh, block);
+        dim3 block(kUpThreads), grid((unsigned)(out.dw + kUpCols - 1) / kUpCols, (unsigned)(out.dh + kUpRows - 1) / kUpRows);
         if (strips)
             return launch_after(MK_STREAM(ctx), grid, block, up_kernel<C>, in, pl, (const float *)means, out);
         up_kernel<C><<<grid, block, 0, MK_STREAM(ctx)>>>(in, pl, means, out);
@@ -751,7 +1101,8 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
 extern "C" int mk_guided_upsample_cuda(mk_ctx_t *ctx, const mk_image_t *guide, const mk_image_t *mask,
                                        mk_image_t *dst, const mk_guided_plan_t *pl, const mk_mask_t *m)
 {
-    in_t in = {(const uint8_t *)guide->data, guide->pitch, nullptr, mask->data, mask->pitch, mask->dtype == MK_F32};
+    in_t in = {(const uint8_t *)guide->data, guide->pitch, nullptr, mask->data, mask->pitch, mask->dtype == MK_F32,
+               ((uintptr_t)guide->data | guide->pitch) % 4 == 0};
     mk_mask_out_t out = mk_mask_out(dst, m, pl->w, pl->h);
     return pl->C == 3 ? run<3>(ctx, in, *pl, out) : run<1>(ctx, in, *pl, out);
 }
