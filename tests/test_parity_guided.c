@@ -327,6 +327,25 @@ static void test_repeated(void **state)
     mk_image_free(NULL, &ss);
 }
 
+/* The fast filter's widest reach: at s = 2, a block of output columns whose first column sits at x = 2 (mod 4) of the
+ * result needs the most low-resolution columns (the result pasted at x = 126, so that the second block of 128 output
+ * columns starts there), alpha and soft, repeated (a shared buffer too small would be overwritten by a race). */
+static void test_up_reach(void **state)
+{
+    (void)state;
+    tu_rng_t r = {126};
+    mk_image_t frame = tu_random_image(21, 400, 70, MK_FMT_BGR);
+    mk_image_t src = random_source(&r, 200, 35, 0);
+    for (int i = 0; i < 4; i++) {
+        int ox = 126 + (i >= 2 ? 128 : 0);
+        case_t c = {&frame, 0, 0, 400, 70, &src, {8, 1e-4, 2, 0}, {i % 2 ? MK_MASK_ALPHA : MK_MASK_SOFT, 0.5f, 0, ox, 3},
+                    ox + 400 + 3, 75, 0, 0, 0};
+        run_case(&c, "widest reach s=2");
+    }
+    mk_image_free(NULL, &frame);
+    mk_image_free(NULL, &src);
+}
+
 static void test_compose(void **state)
 {
     (void)state;
@@ -393,7 +412,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random),      cmocka_unit_test(test_real),    cmocka_unit_test(test_radii),
         cmocka_unit_test(test_bench_sizes), cmocka_unit_test(test_repeated), cmocka_unit_test(test_compose),
-        cmocka_unit_test(test_cuda_bad_input),
+        cmocka_unit_test(test_cuda_bad_input), cmocka_unit_test(test_up_reach),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mk_ctx_destroy(cpu);

@@ -39,8 +39,26 @@ const int kWarp = 32, kLaneCols = 4, kStripCols = kWarp * kLaneCols, kRMax = MK_
 const int kStripWarps = 4, kStripThreads = kStripWarps * kWarp;
 /* up_kernel: a block of kUpThreads threads for kUpCols x kUpRows output pixels, a thread per column and every
  * (kUpThreads / kUpCols)-th row; the y-interpolated means of the block's rows in at most kUpVMax low-resolution
- * columns (s >= 2: (kUpCols - 1) / s + 2). */
-const int kUpCols = 128, kUpRows = 16, kUpThreads = 256, kUpStep = kUpThreads / kUpCols, kUpVMax = (kUpCols - 1) / 2 + 2;
+ * columns. Columns x .. x + kUpCols - 1 reach from i0(x) = floor((2x + 1 - s) / 2s) to i1 = floor((2x + 2 kUpCols -
+ * 1 - s) / 2s) + 1: at most ceil((kUpCols - 1) / s) + 2 columns, 66 at s = 2 (the worst case, for any alignment of
+ * x). */
+const int kUpCols = 128, kUpRows = 16, kUpThreads = 256, kUpStep = kUpThreads / kUpCols;
+const int kUpVMax = kUpCols / 2 + 2;
+
+/* The most low-resolution columns kUpCols neighbouring output columns reach, over every scale and alignment (the
+ * pattern repeats every 2s columns), as mk_px_up_coord computes them before clamping. */
+constexpr int up_columns_max()
+{
+    int worst = 0;
+    for (int s = 2; s <= MK_GUIDED_MAX_SCALE; s++)
+        for (int x = 0; x < 2 * s; x++) {
+            auto lo = [s](int v) { const int num = 2 * v + 1 - s, den = 2 * s; return num >= 0 ? num / den : -((-num + den - 1) / den); };
+            const int n = lo(x + kUpCols - 1) + 1 - lo(x) + 1;
+            worst = n > worst ? n : worst;
+        }
+    return worst;
+}
+static_assert(kUpVMax >= up_columns_max(), "up_kernel's shared columns");
 static_assert(kStripCols - 2 * kRMax >= kLaneCols, "a strip yields outputs at the largest tile radius");
 /* Exact integers: vertical sums of 2r + 1 moments fit int32, and so do the horizontal prefix sums along a strip of
  * all moments but the guide-times-source ones (int64 from their first horizontal addition on). */
