@@ -581,7 +581,9 @@ int mt_bench_pipeline(int argc, char **argv)
     cJSON_AddNumberToObject(doc, "frames", frames);
     cJSON_AddNumberToObject(doc, "clip_frames", clip.n);
     cJSON_AddStringToObject(doc, "model", cfg.detect.cfg[0] ? cfg.detect.cfg : "none (select.fallback)");
-    cJSON_AddBoolToObject(doc, "fp16", cfg.detect.fp16);
+    /* the precision the network ran in: FP16 exists on CUDA only */
+    cJSON_AddBoolToObject(doc, "fp16", cfg.detect.fp16 && mk_segment_backend(s) == MK_BACKEND_CUDA);
+    cJSON_AddStringToObject(doc, "cudnn", (const char *[]){"auto", "on", "off"}[cfg.detect.cudnn % 3]);
     cJSON_AddStringToObject(doc, "cut", mk_segment_cut_name(s));
     cJSON_AddNumberToObject(doc, "roi_max_side", cfg.grabcut.roi_max_side);
     cJSON *dec = cJSON_AddObjectToObject(doc, "decode");

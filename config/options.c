@@ -219,11 +219,13 @@ static const mk_opt_t table[] = {
     ENUM("detect.letterbox", detect.letterbox, "darknet", v_letterbox, LIVE,
          "Network input: `darknet` (Darknet's letterbox_image, as the weights were trained) or `warp` (one "
          "affine warp, padding 114)."),
-    BOOL("detect.fp16", detect.fp16, "false", 0, "Run the network in half precision (CUDA backend)."),
+    BOOL("detect.fp16", detect.fp16, "true", 0,
+         "Run the network in half precision on the CUDA backend (our FP16 kernels, without cuDNN; see "
+         "`detect.cudnn`); the CPU backend always runs it in single precision."),
     ENUM("detect.cudnn", detect.cudnn, "auto", v_cudnn, 0,
-         "Which convolutions may use cuDNN (CUDA backend): `auto` only those our own kernels do not cover (with "
-         "`detect.fp16` our kernels cover Yolo-Fastest and the tiny YOLOs, so cuDNN is not loaded: about 570 MB "
-         "less host memory), `on` each timed against ours and the faster kept, `off` never (FP32 then runs on a "
+         "Which convolutions may use cuDNN (CUDA backend): `auto` only those our own kernels do not cover (in FP16 "
+         "our kernels cover Yolo-Fastest and the tiny YOLOs, so cuDNN is not loaded: about 570 MB less host "
+         "memory; FP32 networks use cuDNN), `on` each timed against ours and the faster kept, `off` never (FP32 then runs on a "
          "slow direct kernel)."),
     INT("detect.every_n", detect.every_n, "1", 1, 100, LIVE,
         "Run the detector on every n-th frame; the frames between reuse its boxes."),

@@ -66,7 +66,7 @@ int mk_detector_open(mk_ctx_t *ctx, const mk_config_t *cfg, mk_detector_t **out)
         return mk_err_set(MK_ENOMEM, "out of memory");
     d->ctx = ctx;
     mk_net_opts_t o = mk_net_opts_default();
-    o.fp16 = cfg->detect.fp16;
+    o.fp16 = cfg->detect.fp16 && mk_ctx_backend(ctx) == MK_BACKEND_CUDA; /* FP16 exists on CUDA only */
     o.cudnn = cfg->detect.cudnn;
     int rc = mk_net_load(ctx, cfg->detect.cfg, cfg->detect.weights, &o, &d->net);
     if (!rc && mk_net_yolo_count(d->net) < 1)
