@@ -185,6 +185,28 @@ template <typename T> __device__ __forceinline__ void strip_box(const T c[kLaneC
     out[3] = hi3 - P2;
 }
 
+/* v += SIGN x the moments of a pixel of guide levels g and source fixed point pq, in the order of mk_px_moments
+ * (int32: each at most 255 * 65535); the sign goes on one factor, so that each product is one multiply-add. */
+template <int C, int SIGN> __device__ __forceinline__ void add_moments(const int g[3], int pq, int v[MK_GUIDED_NM(C)])
+{
+    int sg[3], k = 0;
+#pragma unroll
+    for (int i = 0; i < C; i++)
+        sg[i] = SIGN * g[i];
+#pragma unroll
+    for (int i = 0; i < C; i++)
+        v[k++] += sg[i];
+#pragma unroll
+    for (int i = 0; i < C; i++)
+#pragma unroll
+        for (int l = i; l < C; l++)
+            v[k++] += sg[i] * g[l];
+    v[k++] += SIGN * pq;
+#pragma unroll
+    for (int i = 0; i < C; i++)
+        v[k++] += sg[i] * pq;
+}
+
 /* The lane's columns of working row y: guide levels g and source fixed point pq, every load issued before any value
  * is used (no branch depends on a loaded value). REDUCED: the guide is the reduced one (s > 1). */
 template <int C, bool REDUCED> struct row_px {
@@ -225,26 +247,10 @@ template <int C, bool REDUCED> struct row_px {
         }
     }
 
-    /* v += SIGN x the moments of column j, in the order of mk_px_moments (int32: each at most 255 * 65535); the
-     * sign goes on one factor, so that each product is one multiply-add. */
+    /* v += SIGN x the moments of column j (add_moments below). */
     template <int SIGN> __device__ __forceinline__ void add_moments(int j, int v[MK_GUIDED_NM(C)]) const
     {
-        int sg[3], k = 0;
-#pragma unroll
-        for (int i = 0; i < C; i++)
-            sg[i] = SIGN * g[j][i];
-#pragma unroll
-        for (int i = 0; i < C; i++)
-            v[k++] += sg[i];
-#pragma unroll
-        for (int i = 0; i < C; i++)
-#pragma unroll
-            for (int l = i; l < C; l++)
-                v[k++] += sg[i] * g[j][l];
-        v[k++] += SIGN * pq[j];
-#pragma unroll
-        for (int i = 0; i < C; i++)
-            v[k++] += sg[i] * pq[j];
+        ::add_moments<C, SIGN>(g[j], pq[j], v);
     }
 };
 
@@ -434,6 +440,36 @@ template <int C, int R> struct low_geom {
     static_assert(AW == 32 && TW > 0 && TH > 0, "low_kernel's layout");
 };
 
+/* low_kernel's staging: dst[gy * GW + gx] = load(Y, X) over the GH x GW region, the thread (tx, ty) of 32 x 8 taking
+ * rows ty + 8j (reflected: Y[j]) and columns tx + 32k (X[k]); every load issued before any store. */
+template <int KY, int KX, int GH, int GW, typename T, typename F>
+__device__ __forceinline__ void stage_region(T *dst, const int Y[KY], const int X[KX], int tx, int ty, F load)
+{
+    T q[KY][KX];
+#pragma unroll
+    for (int j = 0; j < KY; j++)
+#pragma unroll
+        for (int k = 0; k < KX; k++)
+            if (ty + 8 * j < GH && tx + 32 * k < GW)
+                q[j][k] = load(Y[j], X[k]);
+#pragma unroll
+    for (int j = 0; j < KY; j++)
+#pragma unroll
+        for (int k = 0; k < KX; k++)
+            if (ty + 8 * j < GH && tx + 32 * k < GW)
+                dst[(ty + 8 * j) * GW + tx + 32 * k] = q[j][k];
+}
+
+/* The sum of N values p[0], p[stride], ..., in that order, in type S. */
+template <int N, typename S, typename T> __device__ __forceinline__ S line_sum(const T *p, int stride)
+{
+    S v = 0;
+#pragma unroll
+    for (int d = 0; d < N; d++)
+        v += (S)p[d * stride];
+    return v;
+}
+
 template <int C, int R>
 __global__ void __launch_bounds__(kLowThreads) low_kernel(in_t in, mk_guided_plan_t pl, float *__restrict__ means)
 {
@@ -458,39 +494,14 @@ __global__ void __launch_bounds__(kLowThreads) low_kernel(in_t in, mk_guided_pla
 #pragma unroll
     for (int j = 0; j < KY; j++)
         Y[j] = mk_px_reflect(y0 - 2 * R + ty + 8 * j, pl.hl);
-    /* the source first (older than this call's kernels), then the reduced guide after the wait; loads before stores */
-    {
-        int q[KY][KX];
-#pragma unroll
-        for (int j = 0; j < KY; j++)
-#pragma unroll
-            for (int k = 0; k < KX; k++)
-                if (ty + 8 * j < GH && tx + 32 * k < GW)
-                    q[j][k] = mk_px_src_q((const char *)in.src + (size_t)Y[j] * in.spitch, in.src_f32, X[k]);
-#pragma unroll
-        for (int j = 0; j < KY; j++)
-#pragma unroll
-            for (int k = 0; k < KX; k++)
-                if (ty + 8 * j < GH && tx + 32 * k < GW)
-                    pv[(ty + 8 * j) * GW + tx + 32 * k] = q[j][k];
-    }
+    /* the source first (older than this call's kernels), then the reduced guide after the wait */
+    stage_region<KY, KX, GH, GW>(pv, Y, X, tx, ty, [&](int yy, int xx) {
+        return mk_px_src_q((const char *)in.src + (size_t)yy * in.spitch, in.src_f32, xx);
+    });
     wait_previous_kernel(); /* reduce_kernel's guide */
     allow_next_kernel();
-    {
-        unsigned u[KY][KX];
-#pragma unroll
-        for (int j = 0; j < KY; j++)
-#pragma unroll
-            for (int k = 0; k < KX; k++)
-                if (ty + 8 * j < GH && tx + 32 * k < GW)
-                    u[j][k] = __ldg(in.rguide + (size_t)Y[j] * pl.wl + X[k]);
-#pragma unroll
-        for (int j = 0; j < KY; j++)
-#pragma unroll
-            for (int k = 0; k < KX; k++)
-                if (ty + 8 * j < GH && tx + 32 * k < GW)
-                    gv[(ty + 8 * j) * GW + tx + 32 * k] = u[j][k];
-    }
+    stage_region<KY, KX, GH, GW>(gv, Y, X, tx, ty,
+                                 [&](int yy, int xx) { return __ldg(in.rguide + (size_t)yy * pl.wl + xx); });
     __syncthreads();
     /* the moments summed over rows ay .. ay + 2R of the staged region, per staged column (exact in int32) */
 #pragma unroll 1
@@ -507,23 +518,11 @@ __global__ void __launch_bounds__(kLowThreads) low_kernel(in_t in, mk_guided_pla
 #pragma unroll
             for (int d = 0; d <= 2 * R; d++) {
                 const unsigned u = gv[(ay + d) * GW + gx];
-                const int p = pv[(ay + d) * GW + gx];
-                int g[3], m = 0;
+                int g[3];
 #pragma unroll
                 for (int c = 0; c < C; c++)
                     g[c] = (int)((u >> (8 * c)) & 255u);
-#pragma unroll
-                for (int c = 0; c < C; c++)
-                    v[m++] += g[c];
-#pragma unroll
-                for (int c = 0; c < C; c++)
-#pragma unroll
-                    for (int l = c; l < C; l++)
-                        v[m++] += g[c] * g[l];
-                v[m++] += p;
-#pragma unroll
-                for (int c = 0; c < C; c++)
-                    v[m++] += g[c] * p;
+                add_moments<C, 1>(g, pv[(ay + d) * GW + gx], v);
             }
 #pragma unroll
             for (int m = 0; m < NM; m++)
@@ -541,21 +540,11 @@ __global__ void __launch_bounds__(kLowThreads) low_kernel(in_t in, mk_guided_pla
             const int *cb = col + ay * GW + ax;
             double S[NM];
 #pragma unroll
-            for (int m = 0; m < N32; m++) {
-                int v = 0;
+            for (int m = 0; m < N32; m++)
+                S[m] = exact_f64((unsigned)line_sum<2 * R + 1, int>(cb + m * NCOL, 1));
 #pragma unroll
-                for (int d = 0; d <= 2 * R; d++)
-                    v += cb[m * NCOL + d];
-                S[m] = exact_f64((unsigned)v);
-            }
-#pragma unroll
-            for (int m = 0; m < C; m++) {
-                long long v = 0;
-#pragma unroll
-                for (int d = 0; d <= 2 * R; d++)
-                    v += cb[(N32 + m) * NCOL + d];
-                S[N32 + m] = exact_f64(v);
-            }
+            for (int m = 0; m < C; m++)
+                S[N32 + m] = exact_f64(line_sum<2 * R + 1, long long>(cb + (N32 + m) * NCOL, 1));
             float a[NC];
             mk_px_guided_solve(&pc, S, a, a + C);
 #pragma unroll
@@ -567,20 +556,10 @@ __global__ void __launch_bounds__(kLowThreads) low_kernel(in_t in, mk_guided_pla
 #pragma unroll
     for (int j = 0; j < (TH + 7) / 8; j++) {
         const int ry = ty + 8 * j, ax = tx;
-        if (ry < TH) {
-            double v[NC];
+        if (ry < TH)
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                v[c] = 0.0;
-#pragma unroll
-            for (int d = 0; d <= 2 * R; d++)
-#pragma unroll
-                for (int c = 0; c < NC; c++)
-                    v[c] += (double)ab[c * NAB + (ry + d) * AW + ax];
-#pragma unroll
-            for (int c = 0; c < NC; c++)
-                rs[c * NRS + ry * AW + ax] = v[c];
-        }
+                rs[c * NRS + ry * AW + ax] = line_sum<2 * R + 1, double>(ab + c * NAB + ry * AW + ax, AW);
     }
     __syncthreads();
 #pragma unroll
@@ -591,12 +570,7 @@ __global__ void __launch_bounds__(kLowThreads) low_kernel(in_t in, mk_guided_pla
         double A[NC];
 #pragma unroll
         for (int c = 0; c < NC; c++)
-            A[c] = 0.0;
-#pragma unroll
-        for (int d = 0; d <= 2 * R; d++)
-#pragma unroll
-            for (int c = 0; c < NC; c++)
-                A[c] += rs[c * NRS + ry * AW + tx + d];
+            A[c] = line_sum<2 * R + 1, double>(rs + c * NRS + ry * AW + tx, 1);
         double Ag[3] = {0, 0, 0};
 #pragma unroll
         for (int c = 0; c < C; c++)
@@ -620,62 +594,55 @@ template <int C, int S> __global__ void reduce_kernel(in_t in, mk_guided_plan_t 
     const int s = S > 0 ? S : pl.s;
     const int xa = x * s, ya = y * s, xb = min(xa + s, pl.w), yb = min(ya + s, pl.h), n = (xb - xa) * C;
     int sum[3] = {0, 0, 0};
+    bool done = false;
     if constexpr (S > 0) {
-        if constexpr (S * C % 4 == 0) {
-            if (in.g4 && xb - xa == S && yb - ya == S) { /* a whole block, in words */
-                constexpr int NW = S * C / 4;
-                unsigned v[S][NW];
+        if (xb - xa == S && yb - ya == S) { /* a whole block: every load issued at once */
+            if constexpr (S * C % 4 == 0) {
+                if (in.g4) { /* in words */
+                    constexpr int NW = S * C / 4;
+                    unsigned v[S][NW];
+#pragma unroll
+                    for (int i = 0; i < S; i++)
+#pragma unroll
+                        for (int k = 0; k < NW; k++)
+                            v[i][k] = __ldg((const unsigned *)(in.guide + (size_t)(ya + i) * in.gpitch +
+                                                               (size_t)xa * C) + k);
+#pragma unroll
+                    for (int i = 0; i < S; i++)
+#pragma unroll
+                        for (int k = 0; k < NW; k++)
+#pragma unroll
+                            for (int b = 0; b < 4; b++)
+                                sum[(4 * k + b) % C] += (int)((v[i][k] >> (8 * b)) & 255u);
+                    done = true;
+                }
+            }
+            if (!done) {
+                uint8_t v[S][S * C];
 #pragma unroll
                 for (int i = 0; i < S; i++)
 #pragma unroll
-                    for (int k = 0; k < NW; k++)
-                        v[i][k] = __ldg((const unsigned *)(in.guide + (size_t)(ya + i) * in.gpitch + (size_t)xa * C) + k);
+                    for (int k = 0; k < S * C; k++)
+                        v[i][k] = __ldg(in.guide + (size_t)(ya + i) * in.gpitch + (size_t)xa * C + k);
 #pragma unroll
                 for (int i = 0; i < S; i++)
 #pragma unroll
-                    for (int k = 0; k < NW; k++)
-#pragma unroll
-                        for (int b = 0; b < 4; b++)
-                            sum[(4 * k + b) % C] += (int)((v[i][k] >> (8 * b)) & 255u);
-                unsigned u = 0;
-                constexpr int cnt = S * S;
-#pragma unroll
-                for (int c = 0; c < C; c++)
-                    u |= (unsigned)((2 * sum[c] + cnt) / (2 * cnt)) << (8 * c);
-                rg[(size_t)y * pl.wl + x] = u;
-                return;
+                    for (int k = 0; k < S * C; k++)
+                        sum[k % C] += v[i][k];
+                done = true;
             }
         }
-        if (xb - xa == S && yb - ya == S) { /* a whole block */
-            uint8_t v[S][S * C];
-#pragma unroll
-            for (int i = 0; i < S; i++)
-#pragma unroll
-                for (int k = 0; k < S * C; k++)
-                    v[i][k] = __ldg(in.guide + (size_t)(ya + i) * in.gpitch + (size_t)xa * C + k);
-#pragma unroll
-            for (int i = 0; i < S; i++)
-#pragma unroll
-                for (int k = 0; k < S * C; k++)
-                    sum[k % C] += v[i][k];
-            unsigned u = 0;
-            constexpr int cnt = S * S;
-#pragma unroll
-            for (int c = 0; c < C; c++)
-                u |= (unsigned)((2 * sum[c] + cnt) / (2 * cnt)) << (8 * c);
-            rg[(size_t)y * pl.wl + x] = u;
-            return;
-        }
     }
+    if (!done)
 #pragma unroll 2
-    for (int yy = ya; yy < yb; yy++) {
-        const uint8_t *p = in.guide + (size_t)yy * in.gpitch + (size_t)xa * C;
+        for (int yy = ya; yy < yb; yy++) {
+            const uint8_t *p = in.guide + (size_t)yy * in.gpitch + (size_t)xa * C;
 #pragma unroll 4
-        for (int k = 0; k < n; k += C)
+            for (int k = 0; k < n; k += C)
 #pragma unroll
-            for (int c = 0; c < C; c++)
-                sum[c] += __ldg(p + k + c);
-    }
+                for (int c = 0; c < C; c++)
+                    sum[c] += __ldg(p + k + c);
+        }
     const int cnt = (xb - xa) * (yb - ya);
     unsigned u = 0;
 #pragma unroll
