@@ -1248,8 +1248,8 @@ int prepare(mk_ctx_t *ctx, mk_net_t *net, const options *o, net_state **out)
         return rc;
     net_state *st = *out;
     cudaStream_t s = MK_STREAM(ctx);
-    /* cuDNN's handle only where a convolution may use it: creating one loads its engines and cuBLASLt (~100 MB of
-     * host memory). */
+    /* cuDNN's handle only where a convolution may use it: with a handle, the algorithm search loads cuDNN's engines
+     * and cuBLASLt (about 570 MB of host memory for the body network, NOTES.md session 8). */
     int need_dnn = 0;
     for (int i = 0; i < net->n_layers; i++)
         need_dnn |= net->layers[i].type == MK_LAYER_CONV && has_cand(&st->conv[i], IMPL_CUDNN);
