@@ -669,7 +669,16 @@ template <int C> int launch_reduce(cudaStream_t st, const in_t &in, const mk_gui
  * pixels before the wait for the means; then the means of each of the block's rows are interpolated along y once
  * per low-resolution column (shared memory), and each pixel interpolates those along x and applies them
  * (mk_px_guided_up's order). A warp's guide loads and u8 or f32 stores are one row segment. */
-template <int C>
+/* One pixel's product: q as float (F32) or its u8 mask product. */
+template <bool F32> __device__ __forceinline__ void put_q(char *o, float q, const mk_mask_out_t &out)
+{
+    if constexpr (F32)
+        *(float *)o = q;
+    else
+        *(uint8_t *)o = mk_px_mask_u8(q, out.mode, out.thresh, out.feather);
+}
+
+template <int C, bool F32>
 __global__ void __launch_bounds__(kUpThreads) up_kernel(in_t in, mk_guided_plan_t pl, const float *__restrict__ means,
                                                         mk_mask_out_t out)
 {
@@ -695,55 +704,53 @@ __global__ void __launch_bounds__(kUpThreads) up_kernel(in_t in, mk_guided_plan_
     /* the rows of this thread inside the rectangle and dst: [ka, kb) of k, row dy0 + sub + kUpStep k */
     const int yb = min(out.dh, out.y + pl.h) - dy0 - sub, ya = out.y - dy0 - sub;
     const int ka = ya > 0 ? (ya + kUpStep - 1) / kUpStep : 0, kb = yb > 0 ? (yb + kUpStep - 1) / kUpStep : 0;
-    const uint8_t *gcol = in.guide + (ptrdiff_t)(dy0 + sub - out.y) * (ptrdiff_t)in.gpitch + (ptrdiff_t)x * C;
+    const size_t gstep = (size_t)kUpStep * in.gpitch, ostep = (size_t)kUpStep * out.pitch;
     unsigned gp[kUpPx];
+    {
+        const uint8_t *p = in.guide + (ptrdiff_t)(dy0 + sub - out.y) * (ptrdiff_t)in.gpitch + (ptrdiff_t)x * C;
 #pragma unroll
-    for (int k = 0; k < kUpPx; k++) {
-        gp[k] = 0;
-        if (x_in && k >= ka && k < kb) {
-            const uint8_t *p = gcol + (ptrdiff_t)k * kUpStep * (ptrdiff_t)in.gpitch;
+        for (int k = 0; k < kUpPx; k++, p += gstep) {
+            gp[k] = 0;
+            if (x_in && k >= ka && k < kb)
 #pragma unroll
-            for (int c = 0; c < C; c++)
-                gp[k] |= (unsigned)__ldg(p + c) << (8 * c);
+                for (int c = 0; c < C; c++)
+                    gp[k] |= (unsigned)__ldg(p + c) << (8 * c);
         }
     }
     __syncthreads();
     wait_previous_kernel(); /* the means */
+    /* the block's rows interpolated along y at its ni low-resolution columns: kUpRows x ni entries over the threads
+     * (row e / ni by a float reciprocal: exact, e < kUpRows * kUpVMax) */
     const int ilo = sib[0], ni = sib[1] - ilo + 1;
-    for (int r = t / 64; r < kUpRows; r += kUpThreads / 64)
-        for (int i = t % 64; i < ni; i += 64) {
-            const float fy = sfy[r], gy = MK_FSUB(1.0f, fy);
-            float m0[NC], m1[NC];
-            load_coef<C>(means + ((size_t)sj0[r] * pl.wl + ilo + i) * NC, m0);
-            load_coef<C>(means + ((size_t)sj1[r] * pl.wl + ilo + i) * NC, m1);
+    const float rni = 1.0f / (float)ni;
+    for (int e = t; e < kUpRows * ni; e += kUpThreads) {
+        const int r = (int)(((float)e + 0.5f) * rni), i = e - r * ni;
+        const float fy = sfy[r], gy = MK_FSUB(1.0f, fy);
+        float m0[NC], m1[NC];
+        load_coef<C>(means + ((size_t)sj0[r] * pl.wl + ilo + i) * NC, m0);
+        load_coef<C>(means + ((size_t)sj1[r] * pl.wl + ilo + i) * NC, m1);
 #pragma unroll
-            for (int c = 0; c < NC; c++)
-                sv[r][i][c] = mk_px_lerp(gy, m0[c], fy, m1[c]);
-        }
+        for (int c = 0; c < NC; c++)
+            sv[r][i][c] = mk_px_lerp(gy, m0[c], fy, m1[c]);
+    }
     __syncthreads();
     if (!col_in)
         return;
-    char *ocol = (char *)out.data + (size_t)(dy0 + sub) * out.pitch + (size_t)dx * (out.f32 ? 4 : 1);
+    char *o = (char *)out.data + (size_t)(dy0 + sub) * out.pitch + (size_t)dx * (F32 ? 4 : 1);
     const int kend = min(kUpPx, (out.dh - dy0 - sub + kUpStep - 1) / kUpStep);
     const float *vl = sv[sub][i0 - ilo], *vr = sv[sub][i1 - ilo];
 #pragma unroll /* fully: gp stays in registers */
-    for (int k = 0; k < kUpPx; k++) {
+    for (int k = 0; k < kUpPx; k++, o += ostep) {
         if (k >= kend)
             continue;
-        char *o = ocol + (size_t)k * kUpStep * out.pitch;
-        float q = 0.0f;
         if (x_in && k >= ka && k < kb) {
             int g[3];
 #pragma unroll
             for (int c = 0; c < C; c++)
                 g[c] = (int)((gp[k] >> (8 * c)) & 255u);
             const int off = k * kUpStep * kUpVMax * NC;
-            q = mk_px_guided_up_row(C, vl + off, vr + off, fx, g);
-            if (out.f32)
-                *(float *)o = q;
-            else
-                *(uint8_t *)o = mk_px_mask_u8(q, out.mode, out.thresh, out.feather);
-        } else if (out.f32) {
+            put_q<F32>(o, mk_px_guided_up_row(C, vl + off, vr + off, fx, g), out);
+        } else if (F32) {
             *(float *)o = 0.0f;
         } else {
             *(uint8_t *)o = 0;
@@ -1068,9 +1075,10 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
         return rc;
     if (fast) {
         dim3 block(kUpThreads), grid((unsigned)(out.dw + kUpCols - 1) / kUpCols, (unsigned)(out.dh + kUpRows - 1) / kUpRows);
+        auto kernel = out.f32 ? up_kernel<C, true> : up_kernel<C, false>;
         if (strips)
-            return launch_after(MK_STREAM(ctx), grid, block, up_kernel<C>, in, pl, (const float *)means, out);
-        up_kernel<C><<<grid, block, 0, MK_STREAM(ctx)>>>(in, pl, means, out);
+            return launch_after(MK_STREAM(ctx), grid, block, kernel, in, pl, (const float *)means, out);
+        kernel<<<grid, block, 0, MK_STREAM(ctx)>>>(in, pl, means, out);
         return MK_CUDA_LAUNCH_CHECK(up_kernel);
     }
     if (mk_mask_out_partial(&out)) {
