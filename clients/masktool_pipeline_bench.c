@@ -36,7 +36,7 @@ typedef struct {
     double *st[8];      /* upload, wait, detect, select, cut, guided, download, total */
     double *e2e, *pub;  /* submit -> masks in host memory; -> published on the bus */
     int *ndets, *detected, *key; /* key: GrabCut learnt its model on the frame (a keyframe) */
-    uint64_t *hash;     /* FNV-1a of mask and alpha */
+    uint64_t *hash;     /* digest of mask and alpha */
     double wall_s;
     int failed;
 } run_t;
@@ -78,16 +78,31 @@ static cJSON *dist(double *v, int n)
     return o;
 }
 
-static uint64_t fnv(uint64_t h, const mk_image_t *img)
+/* A 64-bit digest of an image's pixels, for the check that masks are the same with 1 and N frames in flight.
+ * It runs on the thread that submits frames, so its cost limits the measured frame rate: FNV-1a byte by byte
+ * (a serial multiply per byte, ~1.2 ms for a 720p mask) held 1 in flight to ~300 fps. Four independent lanes
+ * over 8-byte words instead (~40 us at 720p); each step (h ^ word) * odd is a bijection of the lane, so any single
+ * changed word changes the digest. */
+static uint64_t digest(uint64_t h, const mk_image_t *img)
 {
-    for (int y = 0; img->data && y < img->height; y++) {
+    const uint64_t P = 1099511628211ull;
+    uint64_t lane[4] = {h, h ^ 0x9e3779b97f4a7c15ull, h ^ 0xc2b2ae3d27d4eb4full, h ^ 0x165667b19e3779f9ull};
+    size_t row = img->data ? mk_image_row_bytes(img) : 0;
+    for (int y = 0; row && y < img->height; y++) {
         const uint8_t *p = mk_image_row(img, 0, y);
-        for (int x = 0; x < img->width; x++) {
-            h ^= p[x];
-            h *= 1099511628211ull;
-        }
+        size_t x = 0;
+        for (; x + 32 <= row; x += 32)
+            for (int k = 0; k < 4; k++) {
+                uint64_t w;
+                memcpy(&w, p + x + 8 * (size_t)k, sizeof w);
+                lane[k] = (lane[k] ^ w) * P;
+            }
+        for (; x < row; x++)
+            lane[0] = (lane[0] ^ p[x]) * P;
     }
-    return h;
+    for (int k = 1; k < 4; k++)
+        lane[0] = (lane[0] ^ (lane[k] >> 29) ^ lane[k]) * P;
+    return lane[0];
 }
 
 /* Where the process's resident memory is: /proc/self/smaps summed per mapping name (a library's segments
@@ -320,7 +335,7 @@ static int run_clip(mk_segment_t *s, const clip_t *c, int n, int depth, maskbus_
                     r->st[j][k] = ms[j];
                 r->e2e[k] = (double)(res->done_ns - res->submit_ns) / 1e6;
                 r->pub[k] = (double)(t_pub - res->submit_ns) / 1e6;
-                r->hash[k] = fnv(fnv(1469598103934665603ull, &res->mask), &res->alpha);
+                r->hash[k] = digest(digest(1469598103934665603ull, &res->mask), &res->alpha);
             }
             r->ndets[k] = res->ndets;
             r->detected[k] = res->detected;
