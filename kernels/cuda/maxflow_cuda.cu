@@ -1065,13 +1065,25 @@ int host_check(const mk_pr_solver_t *s)
     return rc;
 }
 
+/* Push passes between two global relabels when the parameters leave it to the size: the tiles along the grid's
+ * longer side + 2, within 8..24. A relabel costs a few BFS passes, more on a larger grid, and the labels that the
+ * push passes climb on go stale faster on a small grid, where flow crosses it in fewer passes. Measured on the H100
+ * (NOTES.md, session 9; fixed 24 before): 320 x 180 (12 passes) fixed-model cut 950 -> 704 us, 5 iterations 6189
+ * -> 4574 us; 416 x 416 (15) 5 iterations 6878 -> ~5700 us, its fixed-model cut 1482 -> ~1640 us; 640 x 480 (22)
+ * as before. */
+int passes_between_relabels(const layout &l)
+{
+    int n = (l.ntx[0] > l.nty[0] ? l.ntx[0] : l.nty[0]) + 2;
+    return n < 8 ? 8 : n > 24 ? 24 : n;
+}
+
 } // namespace
 
 extern "C" mk_pr_params_t mk_pr_params_default(void)
 {
     mk_pr_params_t p;
     p.sweeps = 8;
-    p.push_passes = 24;
+    p.push_passes = 0; /* by the grid's size (passes_between_relabels) */
     p.margin = 64;
     p.max_rounds = 1000;
     return p;
@@ -1164,7 +1176,7 @@ extern "C" int mk_pr_set_params(mk_pr_solver_t *s, const mk_pr_params_t *p)
 {
     if (!s || !p)
         return mk_err_set(MK_EINVAL, "max-flow solver: NULL argument");
-    if (p->sweeps < 1 || p->sweeps > 1024 || p->push_passes < 1 || p->push_passes > 1024 || p->margin < 1 ||
+    if (p->sweeps < 1 || p->sweeps > 1024 || p->push_passes < 0 || p->push_passes > 1024 || p->margin < 1 ||
         p->margin > (1 << 20) || p->max_rounds < 1 || p->max_rounds > (1 << 20))
         return mk_err_set(MK_ERANGE, "max-flow solver: parameters out of range (sweeps %d, push passes %d, margin %d, "
                           "rounds %d)", p->sweeps, p->push_passes, p->margin, p->max_rounds);
@@ -1246,7 +1258,7 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
     a.cut_pitch = cut_pitch;
     a.flow_out = flow_dev ? (long long *)flow_dev : (long long *)(s->buf + l.flow_own);
     a.sweeps = s->params.sweeps;
-    a.push_passes = s->params.push_passes;
+    a.push_passes = s->params.push_passes ? s->params.push_passes : passes_between_relabels(s->l);
     a.margin = s->params.margin;
     a.max_rounds = s->params.max_rounds;
     a.prof = stats ? prof_buffer() : NULL;

@@ -49,10 +49,10 @@ extern "C" {
 
 typedef struct mk_pr_solver mk_pr_solver_t;
 
-/* Tuning knobs (mk_pr_params_default: sweeps 8, push_passes 24, margin 64, max_rounds 1000). */
+/* Tuning knobs (mk_pr_params_default: sweeps 8, push_passes 0, margin 64, max_rounds 1000). */
 typedef struct {
     int sweeps;      /* push/relabel sweeps per tile visit, 1..1024 */
-    int push_passes; /* push passes between two global relabels, 1..1024 */
+    int push_passes; /* push passes between two global relabels, 1..1024; 0: by the grid's size (8..24) */
     int margin;      /* labels >= largest finite distance + margin wait for the next global relabel, 1..2^20 */
     int max_rounds;  /* global relabels before giving up (MK_ESTATE), 1..2^20 */
 } mk_pr_params_t;
