@@ -1066,11 +1066,11 @@ int host_check(const mk_pr_solver_t *s)
 }
 
 /* Push passes between two global relabels when the parameters leave it to the size: the tiles along the grid's
- * longer side + 2, within 8..24. A relabel costs a few BFS passes, more on a larger grid, and the labels that the
- * push passes climb on go stale faster on a small grid, where flow crosses it in fewer passes. Measured on the H100
- * (NOTES.md, session 9; fixed 24 before): 320 x 180 (12 passes) fixed-model cut 950 -> 704 us, 5 iterations 6189
- * -> 4574 us; 416 x 416 (15) 5 iterations 6878 -> ~5700 us, its fixed-model cut 1482 -> ~1640 us; 640 x 480 (22)
- * as before. */
+ * longer side + 2, within 8..24. A relabel costs BFS passes in proportion to the grid's diameter in tiles, and on
+ * small grids more frequent relabels paid (a sweep of fixed counts 6..48; why, was not measured). On the H100
+ * against a fixed 24 (NOTES.md, session 9): 320 x 180 (12 passes) fixed-model cut 950 -> 725 us, 5 iterations
+ * 6189 -> 4397 us; 416 x 416 (15) 5 iterations 6878 -> 5740 us, its fixed-model cut 1482 -> 1554 us; 640 x 480
+ * (22) within the noise. */
 int passes_between_relabels(const layout &l)
 {
     int n = (l.ntx[0] > l.nty[0] ? l.ntx[0] : l.nty[0]) + 2;
