@@ -12,6 +12,7 @@
 #include "segment.h"
 #include "source.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -165,7 +166,7 @@ static cJSON *rss_breakdown(int top, double *total_mb)
 
 /* Reads n frames of the source (looping a file), MJPEG bytes or raw images, then decodes them all through the
  * pool (timed) into host images. */
-static int load_clip(const char *spec, int w, int h, int n, int threads, mk_ctx_t *pin, clip_t *c)
+static int load_clip(const char *spec, int w, int h, int n, int threads, mk_ctx_t *pin, const char *dump, clip_t *c)
 {
     mk_source_config_t sc;
     mk_source_config_init(&sc);
@@ -226,6 +227,15 @@ static int load_clip(const char *spec, int w, int h, int n, int threads, mk_ctx_
     }
     mk_source_close(src);
     c->mjpeg = n > 0 && bytes[0] != NULL;
+    for (int i = 0; !rc && dump && c->mjpeg && i < n; i++) { /* --dump-jpeg: the clip's JPEG frames as files */
+        char path[1200];
+        snprintf(path, sizeof path, "%s/frame%04d.jpg", dump, i);
+        FILE *f = fopen(path, "wb");
+        if (!f || fwrite(in[i].data, 1, in[i].len, f) != in[i].len)
+            rc = mk_err_set(MK_EIO, "--dump-jpeg: %s: %s", path, strerror(errno));
+        if (f && fclose(f) && !rc)
+            rc = mk_err_set(MK_EIO, "--dump-jpeg: %s: %s", path, strerror(errno));
+    }
     if (!rc && c->mjpeg) {
         mk_decode_config_t dc;
         mk_decode_config_init(&dc);
@@ -412,7 +422,7 @@ static void pipeline_help(void)
 {
     puts("usage: masktool bench pipeline [--source SPEC] [--frames N] [--size WxH] [--backend cpu|cuda|auto]\n"
          "                               [--inflight N] [--config FILE] [--set KEY=VALUE ...] [--no-bus]\n"
-         "                               [--per-frame]\n"
+         "                               [--per-frame] [--dump-jpeg DIR]\n"
          "\n"
          "maskd's per-frame work (the segmentation engine) on frames decoded beforehand into host memory: MJPEG\n"
          "decode throughput (decode pool), then 1 and N frames in flight: per-stage and end-to-end latency (decoded\n"
@@ -427,7 +437,9 @@ static void pipeline_help(void)
          "                  Yolo-Fastest-1.1 body detector of the shared data, cut.method grabcut,\n"
          "                  grabcut.roi_max_side 320)\n"
          "  --no-bus        do not publish on a frame bus\n"
-         "  --per-frame     also each frame's cut and end-to-end ms and keyframe flag, in frame order");
+         "  --per-frame     also each frame's cut and end-to-end ms and keyframe flag, in frame order\n"
+         "  --dump-jpeg DIR also write the clip's JPEG frames (up to 120) to DIR/frameNNNN.jpg, e.g. for\n"
+         "                  tests/bench/nvjpeg_bench.c");
 }
 
 /* The bench's defaults: the body detector (when the shared data has it), GrabCut at ROI side 320. */
@@ -460,14 +472,16 @@ int mt_bench_pipeline(int argc, char **argv)
         {"size", required_argument, 0, 'z'},   {"backend", required_argument, 0, 'b'},
         {"inflight", required_argument, 0, 'i'}, {"config", required_argument, 0, 'c'},
         {"set", required_argument, 0, 'S'},    {"no-bus", no_argument, 0, 'B'},
-        {"per-frame", no_argument, 0, 'P'},    {"help", no_argument, 0, 'h'},
+        {"per-frame", no_argument, 0, 'P'},    {"dump-jpeg", required_argument, 0, 'D'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    const char *source = NULL, *backend = NULL, *config = NULL, *sets[MAX_SETS];
+    const char *source = NULL, *backend = NULL, *config = NULL, *dump = NULL, *sets[MAX_SETS];
     int nsets = 0, frames = 0, w = 1280, h = 720, inflight = 2, use_bus = 1, per_frame = 0, c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "s:n:z:b:i:c:S:BPh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "s:n:z:b:i:c:S:BPD:h", opts, NULL)) != -1) {
         switch (c) {
         case 's': source = optarg; break;
+        case 'D': dump = optarg; break;
         case 'n': frames = atoi(optarg); break;
         case 'z':
             if (mt_parse_size(optarg, &w, &h))
@@ -540,7 +554,7 @@ int mt_bench_pipeline(int argc, char **argv)
     int clip_n = frames < 120 ? frames : 120; /* decoded frames kept; the runs loop over them */
     /* The decoded frames are page-locked on CUDA, as the daemon's decode pool makes them (pipeline.c). */
     int rc = load_clip(source, w, h, clip_n, cfg.pipeline.decode_threads,
-                       used == MK_BACKEND_CUDA ? probe : NULL, &clip);
+                       used == MK_BACKEND_CUDA ? probe : NULL, dump, &clip);
     if (rc) {
         fprintf(stderr, "masktool: %s: %s\n", source, mk_err_msg());
         mk_ctx_destroy(probe);
