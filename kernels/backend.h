@@ -10,6 +10,7 @@
 #include "grabcut.h"
 #include "guided.h"
 #include "guided_px.h"
+#include "jpeg_gpu.h"
 #include "letterbox.h"
 #include "mask.h"
 #include "resize.h"
@@ -102,6 +103,16 @@ int mk_cuda_memset2d(mk_ctx_t *ctx, void *ptr, size_t pitch, int value, size_t w
 int mk_cuda_time_us(mk_ctx_t *ctx, int (*fn)(void *arg), void *arg, double *us);
 int mk_cuda_copy_gbps(mk_ctx_t *ctx, size_t bytes, int reps, double *gbps);
 int mk_cuda_device_memory(mk_ctx_t *ctx, size_t *free_bytes, size_t *total_bytes);
+
+/* nvJPEG (jpeg_gpu.h, kernels/cuda/jpeg_gpu_cuda.cu); jpeg_gpu.c checks the arguments and probes the backends.
+ * load: opens libnvjpeg once per process (0, or MK_EUNSUPPORTED with the same message every call); library: what
+ * was opened, "" before; open: a decoder with exactly that backend (not AUTO), unprobed. */
+int mk_jpeg_gpu_load_cuda(void);
+const char *mk_jpeg_gpu_library_cuda(void);
+int mk_jpeg_gpu_open_cuda(mk_jpeg_gpu_backend_t backend, mk_jpeg_gpu_t **out);
+void mk_jpeg_gpu_close_cuda(mk_jpeg_gpu_t *g);
+mk_jpeg_gpu_backend_t mk_jpeg_gpu_backend_cuda(const mk_jpeg_gpu_t *g);
+int mk_jpeg_gpu_decode_cuda(mk_jpeg_gpu_t *g, const void *jpeg, size_t len, mk_image_t *dst);
 
 #ifdef __cplusplus
 }
