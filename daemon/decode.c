@@ -4,6 +4,7 @@
 
 #include "ctx.h"
 #include "errors.h"
+#include "jpeg_gpu.h"
 #include "log.h"
 #include "mjpeg.h"
 #include "yuyv.h"
@@ -12,6 +13,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +35,7 @@ typedef struct {
     mk_image_t raw; /* YUYV to convert */
     mk_image_t out;
     int dht_added;
+    int gpu, gpu_fallback; /* decoded by nvJPEG; handed from nvJPEG to TurboJPEG */
 } dslot_t;
 
 typedef struct {
@@ -40,6 +43,7 @@ typedef struct {
     pthread_t thread;
     int started;
     tjhandle tj;
+    mk_jpeg_gpu_t *gpu; /* nvJPEG decoder, or NULL: TurboJPEG */
     mk_ctx_t *ctx;   /* CPU context for raw_to_rgb */
     uint8_t *scratch; /* a frame with Huffman tables inserted */
     size_t scratch_cap;
@@ -55,7 +59,23 @@ struct mk_decode {
     worker_t workers[MAX_THREADS];
     mk_decode_stats_t st;
     mk_ctx_t *pin;   /* CUDA context for page-locked output images (cfg.pinned), or NULL */
+    char decoder[32]; /* mk_decode_decoder() */
 };
+
+const char *mk_decoder_name(mk_decoder_t d)
+{
+    switch (d) {
+    case MK_DECODER_AUTO: return "auto";
+    case MK_DECODER_CPU: return "cpu";
+    case MK_DECODER_NVJPEG: return "nvjpeg";
+    }
+    return "?";
+}
+
+mk_decoder_t mk_decoder_for_backend(mk_decoder_t want, mk_backend_t backend)
+{
+    return want == MK_DECODER_AUTO && backend != MK_BACKEND_CUDA ? MK_DECODER_CPU : want;
+}
 
 void mk_decode_config_init(mk_decode_config_t *cfg)
 {
@@ -63,6 +83,7 @@ void mk_decode_config_init(mk_decode_config_t *cfg)
     cfg->threads = 2;
     cfg->format = MK_FMT_RGB;
     cfg->strict = 1;
+    cfg->decoder = MK_DECODER_CPU;
 }
 
 static struct timespec abs_deadline(int timeout_ms)
@@ -142,6 +163,19 @@ static int decode_jpeg(worker_t *w, dslot_t *s)
     int rc = ensure_image(w->dec->pin, &s->out, width, height, cfg->format);
     if (rc)
         return rc;
+    if (w->gpu) {
+        /* nvJPEG decodes what it can read, cut-short frames included: those go to TurboJPEG's strict checks. */
+        mk_mjpeg_span_t sp;
+        if (mk_mjpeg_split(data, len, 1, &sp) == MK_MJPEG_FRAME && sp.start == 0 && sp.complete) {
+            if (mk_jpeg_gpu_decode(w->gpu, data, len, &s->out) == 0) {
+                s->gpu = 1;
+                return 0;
+            }
+            MK_LOG_RL(5000, MK_LOG_WARN, "frame %llu: nvJPEG: %s; decoding it on the CPU",
+                      (unsigned long long)s->seq, mk_err_msg());
+        }
+        s->gpu_fallback = 1;
+    }
     int flags = TJFLAG_LIMITSCANS | (cfg->strict ? TJFLAG_STOPONWARNING : 0);
     if (tjDecompress2(w->tj, data, (unsigned long)len, s->out.data, width, (int)s->out.pitch, height,
                       cfg->format == MK_FMT_BGR ? TJPF_BGR : TJPF_RGB, flags) != 0 &&
@@ -189,6 +223,7 @@ static void *worker_main(void *arg)
         d->work++;
         s->state = S_BUSY;
         s->dht_added = 0;
+        s->gpu = s->gpu_fallback = 0;
         pthread_mutex_unlock(&d->mu);
         int rc = process(w, s);
         pthread_mutex_lock(&d->mu);
@@ -198,12 +233,15 @@ static void *worker_main(void *arg)
             MK_LOG_RL(2000, MK_LOG_WARN, "frame %llu skipped: %s", (unsigned long long)s->seq, mk_err_msg());
         } else {
             s->state = S_DONE;
-            if (s->kind == MK_FRAME_MJPEG)
+            if (s->kind == MK_FRAME_MJPEG) {
                 d->st.decoded++;
-            else
+                d->st.gpu_decoded += (uint64_t)s->gpu;
+            } else {
                 d->st.passed++;
+            }
         }
         d->st.dht_added += (uint64_t)s->dht_added;
+        d->st.gpu_fallbacks += (uint64_t)s->gpu_fallback;
         pthread_cond_broadcast(&d->out_cv);
     }
     pthread_mutex_unlock(&d->mu);
@@ -211,6 +249,41 @@ static void *worker_main(void *arg)
 }
 
 /* ---- API ------------------------------------------------------------------------------------------------- */
+
+/* cfg.decoder AUTO or NVJPEG: an nvJPEG decoder for every worker, or none at all (then TurboJPEG, with one log line
+ * saying why: a warning when nvJPEG was asked for by name). */
+static void open_gpu_decoders(struct mk_decode *d)
+{
+    snprintf(d->decoder, sizeof d->decoder, "cpu");
+    if (d->cfg.decoder == MK_DECODER_CPU)
+        return;
+    char why[600] = "";
+    int ok = mk_jpeg_gpu_available(why, sizeof why);
+    for (int i = 0; ok && i < d->cfg.threads; i++)
+        if (mk_jpeg_gpu_create(MK_JPEG_GPU_AUTO, &d->workers[i].gpu)) {
+            snprintf(why, sizeof why, "%s", mk_err_msg());
+            ok = 0;
+        }
+    if (!ok) {
+        for (int i = 0; i < d->cfg.threads; i++) {
+            mk_jpeg_gpu_destroy(d->workers[i].gpu);
+            d->workers[i].gpu = NULL;
+        }
+        if (d->cfg.decoder == MK_DECODER_NVJPEG)
+            MK_WARN("decode pool: decoding MJPEG on the CPU although nvJPEG was asked for: %s", why);
+        else
+            MK_INFO("decode pool: decoding MJPEG on the CPU: %s", why);
+        return;
+    }
+    mk_jpeg_gpu_backend_t b = mk_jpeg_gpu_backend(d->workers[0].gpu);
+    for (int i = 1; i < d->cfg.threads; i++)
+        if (mk_jpeg_gpu_backend(d->workers[i].gpu) != b)
+            MK_INFO("decode pool: worker %d decodes with %s, worker 0 with %s", i,
+                    mk_jpeg_gpu_backend_name(mk_jpeg_gpu_backend(d->workers[i].gpu)), mk_jpeg_gpu_backend_name(b));
+    snprintf(d->decoder, sizeof d->decoder, "%s", mk_jpeg_gpu_backend_name(b));
+    MK_INFO("decode pool: MJPEG on the GPU with %s (%s), %d worker%s", d->decoder, mk_jpeg_gpu_library(),
+            d->cfg.threads, d->cfg.threads == 1 ? "" : "s");
+}
 
 int mk_decode_create(const mk_decode_config_t *cfg, mk_decode_t **out)
 {
@@ -230,6 +303,8 @@ int mk_decode_create(const mk_decode_config_t *cfg, mk_decode_t **out)
         return mk_err_set(MK_ERANGE, "decode depth %d outside 1..%d", c.depth, MAX_DEPTH);
     if (c.format != MK_FMT_RGB && c.format != MK_FMT_BGR)
         return mk_err_set(MK_EINVAL, "decode output must be rgb or bgr, not %s", mk_format_name(c.format));
+    if ((unsigned)c.decoder > MK_DECODER_NVJPEG)
+        return mk_err_set(MK_EINVAL, "decode: unknown decoder %d", (int)c.decoder);
     struct mk_decode *d = calloc(1, sizeof *d);
     if (!d)
         return mk_err_set(MK_ENOMEM, "decode pool: out of memory");
@@ -247,6 +322,7 @@ int mk_decode_create(const mk_decode_config_t *cfg, mk_decode_t **out)
         MK_INFO("decode pool: no page-locked output (%s): plain host memory", mk_err_msg());
         d->pin = NULL;
     }
+    open_gpu_decoders(d);
     for (int i = 0; i < c.threads && !rc; i++) {
         worker_t *w = &d->workers[i];
         w->dec = d;
@@ -285,6 +361,7 @@ void mk_decode_destroy(mk_decode_t *d)
             pthread_join(w->thread, NULL);
         if (w->tj)
             tjDestroy(w->tj);
+        mk_jpeg_gpu_destroy(w->gpu);
         mk_ctx_destroy(w->ctx);
         free(w->scratch);
     }
@@ -459,4 +536,9 @@ void mk_decode_stats(mk_decode_t *d, mk_decode_stats_t *st)
     pthread_mutex_lock(&d->mu);
     *st = d->st;
     pthread_mutex_unlock(&d->mu);
+}
+
+const char *mk_decode_decoder(const mk_decode_t *d)
+{
+    return d ? d->decoder : "cpu";
 }

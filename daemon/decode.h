@@ -4,6 +4,16 @@
  * through unchanged (YUYV for the device letterbox) or, with `raw_to_rgb`, YUYV is converted on the CPU
  * (mk_yuyv_to_rgb: BT.601 limited range, kernels/yuyv.h).
  *
+ * GPU decoding (`decoder`): with MK_DECODER_NVJPEG or MK_DECODER_AUTO each worker gets its own nvJPEG decoder
+ * (kernels/jpeg_gpu.h: the GPU's JPEG engine where it has one, else nvJPEG's hybrid backend) when libnvjpeg opens
+ * and a CUDA device is usable; otherwise the pool decodes on the CPU, saying why in one log line (a warning when
+ * nvJPEG was asked for by name, information for AUTO) — it never fails for it. The Huffman tables are inserted and
+ * TurboJPEG's header checks and size limits apply first either way. A frame nvJPEG fails on, and a frame cut short
+ * (no EOI after a sound structure: mk_mjpeg_split), is decoded by TurboJPEG instead, with its strict checks, and
+ * counted in `gpu_fallbacks`. nvJPEG's pixels differ from TurboJPEG's by a few levels (IDCT and chroma upsampling),
+ * and it checks less: a frame whose entropy-coded data is damaged but complete may come out (damaged) instead of
+ * being counted corrupt.
+ *
  * Order and failures: frames come out of mk_decode_next() in submission order. A frame that cannot be decoded
  * (corrupt or truncated JPEG, a warning from the decoder in strict mode, a size outside 1..MK_IMAGE_MAX_DIM) is
  * counted in `corrupt`, logged (rate-limited) and skipped — never returned, never fatal, never reordering the rest.
@@ -18,6 +28,7 @@
 #ifndef MK_DECODE_H
 #define MK_DECODE_H
 
+#include "ctx.h"
 #include "image.h"
 #include "source.h"
 
@@ -36,6 +47,19 @@ enum {
     MK_DECODE_EOS = 2,   /* next: mk_decode_finish() was called and every frame has come out */
 };
 
+/* MJPEG decoder of the pool (the option pipeline.decoder: config's MK_CFG_DECODER_* are these). */
+typedef enum {
+    MK_DECODER_AUTO = 0,   /* nvJPEG when it opens and a CUDA device is usable, else TurboJPEG */
+    MK_DECODER_CPU = 1,    /* TurboJPEG on the worker threads */
+    MK_DECODER_NVJPEG = 2, /* nvJPEG; TurboJPEG with a warning when it is unavailable */
+} mk_decoder_t;
+
+/* "auto", "cpu", "nvjpeg". */
+const char *mk_decoder_name(mk_decoder_t d);
+/* The decoder a program computing on `backend` uses for the configured `want`: AUTO becomes CPU unless the
+ * backend is CUDA (a daemon told to compute on the CPU leaves the GPU alone); CPU and NVJPEG stay. */
+mk_decoder_t mk_decoder_for_backend(mk_decoder_t want, mk_backend_t backend);
+
 typedef struct {
     int threads;       /* worker threads, 1..16 (2) */
     int depth;         /* frames inside the pool at once, 1..64 (2 * threads + 2) */
@@ -44,6 +68,7 @@ typedef struct {
     int strict;        /* 1 (default): a decoder warning (corrupt data, premature end) makes the frame corrupt */
     int pinned;        /* 1: output images in page-locked host memory, so that a CUDA engine uploads them at DMA
                         * speed (CUDA builds with a device; otherwise, and by default, plain host memory) */
+    mk_decoder_t decoder; /* MK_DECODER_CPU (default here; the daemon's pipeline.decoder defaults to auto) */
 } mk_decode_config_t;
 
 void mk_decode_config_init(mk_decode_config_t *cfg);
@@ -64,6 +89,9 @@ typedef struct {
     uint64_t corrupt;   /* frames skipped as undecodable */
     uint64_t dht_added; /* frames that lacked Huffman tables */
     uint64_t rejected;  /* submits refused because the pool was full (MK_DECODE_AGAIN) */
+    uint64_t gpu_decoded;   /* of `decoded`: by nvJPEG */
+    uint64_t gpu_fallbacks; /* MJPEG frames nvJPEG was to decode that went to TurboJPEG (nvJPEG failed or the frame
+                             * is cut short); each also counts in `decoded` or `corrupt` */
 } mk_decode_stats_t;
 
 int mk_decode_create(const mk_decode_config_t *cfg, mk_decode_t **out);
@@ -81,6 +109,9 @@ int mk_decode_release(mk_decode_t *dec, mk_decoded_t *out);
 /* No more input: mk_decode_next() returns MK_DECODE_EOS once the pool has drained. */
 void mk_decode_finish(mk_decode_t *dec);
 void mk_decode_stats(mk_decode_t *dec, mk_decode_stats_t *st);
+/* The MJPEG decoder in use: "cpu" or the nvJPEG backend ("nvjpeg-hardware", "nvjpeg-hybrid",
+ * "nvjpeg-gpu-hybrid"). Valid for the life of the pool. */
+const char *mk_decode_decoder(const mk_decode_t *dec);
 
 #ifdef __cplusplus
 }

@@ -1,18 +1,28 @@
 /* test_decode: the MJPEG marker helpers (stream splitting on tables of crafted inputs, the standard Huffman tables
  * against libjpeg-turbo's encoder, insertion into frames without them) and the decode pool — order under 1 to 8
  * threads on the otb_man frames, truncated and corrupt frames in a raw MJPEG stream counted and skipped with the
- * rest intact and in order, raw frames passed through or converted, back-pressure, finish, bad calls. */
+ * rest intact and in order, raw frames passed through or converted, back-pressure, finish, bad calls, and
+ * pipeline.decoder auto/nvjpeg on a machine without nvJPEG: TurboJPEG's exact pixels (this run hides libnvjpeg
+ * through $MASKD_NVJPEG_LIB, whatever the machine has).
+ *
+ * Argument "cuda": the nvJPEG decoder (kernels/jpeg_gpu.h) and pools with pipeline.decoder nvjpeg against pools
+ * decoding on the CPU — the otb_man frames and test-pattern frames (720p, 1080p) JPEG-encoded here, each backend,
+ * frames without Huffman tables, garbage, truncated and damaged frames with the counters adding up; the
+ * differences from TurboJPEG are printed per image set. Skips (77) without a GPU or libnvjpeg. */
 #include "testutil.h"
 
 #include "decode.h"
 #include "imageio.h"
+#include "jpeg_gpu.h"
 #include "mjpeg.h"
 #include "source.h"
+#include "testpattern.h"
 #include "yuyv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char tmpdir[256];
 
@@ -570,6 +580,10 @@ static void test_bad_calls(void **state)
     c.format = MK_FMT_YUYV;
     assert_int_equal(mk_decode_create(&c, &d), MK_EINVAL);
     assert_null(d);
+    mk_decode_config_init(&c);
+    c.decoder = (mk_decoder_t)3;
+    assert_int_equal(mk_decode_create(&c, &d), MK_EINVAL);
+    assert_null(d);
     d = pool(1, 0, MK_FMT_RGB, 0, 1);
     mk_frame_t f = mjpeg_frame(NULL, 0, 0);
     assert_int_equal(mk_decode_submit(d, &f, 0), MK_EINVAL);
@@ -587,13 +601,537 @@ static void test_bad_calls(void **state)
     mk_decode_destroy(NULL);
 }
 
-int main(void)
+/* ---- decoders: helpers ------------------------------------------------------------------------------------ */
+
+/* n test-pattern frames of w x h, JPEG-encoded (quality 90, 4:2:0) as `masktool bench pipeline` encodes them. */
+static tu_blob_t *testpattern_jpegs(int w, int h, int n)
 {
+    mk_testpattern_t *tp;
+    TU_OK(mk_testpattern_create(w, h, 30, &tp));
+    mk_image_t img = mk_image_desc(w, h, MK_FMT_RGB, MK_U8);
+    TU_OK(mk_image_alloc(NULL, &img, MK_MEM_HOST));
+    tu_blob_t *b = calloc((size_t)n, sizeof *b);
+    assert_non_null(b);
+    for (int i = 0; i < n; i++) {
+        void *data;
+        TU_OK(mk_testpattern_frame(tp, (uint64_t)i * 7, &img));
+        TU_OK(mk_imageio_encode(&img, MK_FILE_JPEG, 90, &data, &b[i].len));
+        b[i].data = data;
+    }
+    mk_image_free(NULL, &img);
+    mk_testpattern_destroy(tp);
+    return b;
+}
+
+static mk_decode_t *decoder_pool(mk_decoder_t decoder, int threads, mk_format_t format, int strict, int pinned)
+{
+    mk_decode_config_t c;
+    mk_decode_config_init(&c);
+    c.threads = threads;
+    c.format = format;
+    c.strict = strict;
+    c.pinned = pinned;
+    c.decoder = decoder;
+    mk_decode_t *d = NULL;
+    TU_OK(mk_decode_create(&c, &d));
+    return d;
+}
+
+/* Takes one output: checks that it is the next in order and keeps a copy in out[seq] (plain host memory). */
+static void take_one(mk_decode_t *d, mk_image_t *out, int n, int64_t *last)
+{
+    mk_decoded_t o;
+    assert_int_equal(mk_decode_next(d, 20000, &o), MK_DECODE_OK);
+    assert_true((int64_t)o.seq > *last && o.seq < (uint64_t)n);
+    *last = (int64_t)o.seq;
+    mk_image_t *c = &out[o.seq];
+    *c = mk_image_desc(o.image.width, o.image.height, o.image.format, MK_U8);
+    TU_OK(mk_image_alloc(NULL, c, MK_MEM_HOST));
+    TU_OK(mk_image_copy(NULL, c, &o.image));
+    TU_OK(mk_decode_release(d, &o));
+}
+
+/* Every frame through the pool (seq = index), without blocking on a full pool; out[i] gets frame i's image, or
+ * stays empty (data NULL) when it was skipped as corrupt. */
+static void decode_all(mk_decode_t *d, const tu_blob_t *in, int n, mk_image_t *out, mk_decode_stats_t *st)
+{
+    int64_t last = -1;
+    memset(out, 0, sizeof *out * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        mk_frame_t f = mjpeg_frame(in[i].data, in[i].len, (uint64_t)i);
+        int rc;
+        while ((rc = mk_decode_submit(d, &f, 0)) == MK_DECODE_AGAIN)
+            take_one(d, out, n, &last);
+        TU_OK(rc);
+    }
+    mk_decode_finish(d);
+    for (;;) {
+        mk_decoded_t o;
+        int rc = mk_decode_next(d, 20000, &o);
+        if (rc == MK_DECODE_EOS)
+            break;
+        assert_int_equal(rc, MK_DECODE_OK);
+        assert_true((int64_t)o.seq > last && o.seq < (uint64_t)n);
+        last = (int64_t)o.seq;
+        mk_image_t *c = &out[o.seq];
+        *c = mk_image_desc(o.image.width, o.image.height, o.image.format, MK_U8);
+        TU_OK(mk_image_alloc(NULL, c, MK_MEM_HOST));
+        TU_OK(mk_image_copy(NULL, c, &o.image));
+        TU_OK(mk_decode_release(d, &o));
+    }
+    mk_decode_stats(d, st);
+}
+
+static void free_images(mk_image_t *img, int n)
+{
+    for (int i = 0; i < n; i++)
+        mk_image_free(NULL, &img[i]);
+}
+
+/* The largest and the summed absolute difference of two images of one geometry, byte by byte. */
+static void diff_images(const mk_image_t *a, const mk_image_t *b, int *maxd, double *sum, double *count)
+{
+    if (a->width != b->width || a->height != b->height || a->format != b->format)
+        fail_msg("%dx%d %s vs %dx%d %s", a->width, a->height, mk_format_name(a->format), b->width, b->height,
+                 mk_format_name(b->format));
+    size_t row = mk_image_row_bytes(a);
+    for (int y = 0; y < a->height; y++) {
+        const uint8_t *p = mk_image_row(a, 0, y), *q = mk_image_row(b, 0, y);
+        for (size_t x = 0; x < row; x++) {
+            int dd = abs((int)p[x] - (int)q[x]);
+            *sum += dd;
+            *maxd = dd > *maxd ? dd : *maxd;
+        }
+    }
+    *count += (double)row * a->height;
+}
+
+/* ---- decoders on a machine without nvJPEG (this run hides libnvjpeg) ------------------------------------------ */
+
+static void test_decoder_without_nvjpeg(void **state)
+{
+    (void)state;
+    char why[600] = "";
+    assert_int_equal(mk_jpeg_gpu_available(why, sizeof why), 0);
+    assert_true(strlen(why) > 10);
+    print_message("nvJPEG unavailable (as this run arranges): %s\n", why);
+    mk_jpeg_gpu_t *g = (mk_jpeg_gpu_t *)&why;
+    int rc = mk_jpeg_gpu_create(MK_JPEG_GPU_AUTO, &g);
+    assert_true(rc == MK_EUNSUPPORTED || rc == MK_ENODEV);
+    assert_null(g);
+    assert_true(strlen(mk_err_msg()) > 10);
+    mk_jpeg_gpu_destroy(NULL);
+    assert_string_equal(mk_jpeg_gpu_backend_name(MK_JPEG_GPU_HARDWARE), "nvjpeg-hardware");
+    assert_string_equal(mk_jpeg_gpu_backend_name(MK_JPEG_GPU_HYBRID), "nvjpeg-hybrid");
+    assert_string_equal(mk_decoder_name(MK_DECODER_AUTO), "auto");
+    assert_string_equal(mk_decoder_name(MK_DECODER_CPU), "cpu");
+    assert_string_equal(mk_decoder_name(MK_DECODER_NVJPEG), "nvjpeg");
+    /* auto is nvJPEG only for a program computing on CUDA; a name asked for stays */
+    assert_int_equal(mk_decoder_for_backend(MK_DECODER_AUTO, MK_BACKEND_CPU), MK_DECODER_CPU);
+    assert_int_equal(mk_decoder_for_backend(MK_DECODER_AUTO, MK_BACKEND_CUDA), MK_DECODER_AUTO);
+    assert_int_equal(mk_decoder_for_backend(MK_DECODER_NVJPEG, MK_BACKEND_CPU), MK_DECODER_NVJPEG);
+    assert_int_equal(mk_decoder_for_backend(MK_DECODER_CPU, MK_BACKEND_CUDA), MK_DECODER_CPU);
+    mk_decode_config_t c;
+    mk_decode_config_init(&c);
+    assert_int_equal(c.decoder, MK_DECODER_CPU);
+
+    /* auto, nvjpeg and cpu pools: all TurboJPEG, the same bytes as imageio's decode of each frame */
+    int n = 6, otb_files = 0;
+    tu_blob_t *tp = testpattern_jpegs(320, 240, n), *otb = tu_data_dir() ? tu_otb_frames(&otb_files) : NULL;
+    int notb = otb_files < 24 ? otb_files : 24;
+    const mk_decoder_t decs[] = {MK_DECODER_AUTO, MK_DECODER_NVJPEG, MK_DECODER_CPU};
+    for (int set = 0; set < 2; set++) {
+        tu_blob_t *in = set ? otb : tp;
+        int m = set ? notb : n;
+        if (!in)
+            continue;
+        mk_image_t *want = calloc((size_t)m, sizeof *want), *got = calloc((size_t)m, sizeof *got);
+        assert_true(want && got);
+        for (int i = 0; i < m; i++)
+            TU_OK(mk_imageio_decode(in[i].data, in[i].len, MK_FMT_RGB, &want[i], "frame"));
+        for (int k = 0; k < 3; k++) {
+            mk_decode_t *d = decoder_pool(decs[k], 2, MK_FMT_RGB, 1, 0);
+            assert_string_equal(mk_decode_decoder(d), "cpu");
+            mk_decode_stats_t st;
+            decode_all(d, in, m, got, &st);
+            for (int i = 0; i < m; i++)
+                assert_same_image(&got[i], &want[i], set ? "otb frame, nvJPEG unavailable" : "test pattern frame");
+            assert_int_equal(st.decoded, m);
+            assert_int_equal(st.gpu_decoded, 0);
+            assert_int_equal(st.gpu_fallbacks, 0);
+            assert_int_equal(st.corrupt, 0);
+            free_images(got, m);
+            mk_decode_destroy(d);
+        }
+        free_images(want, m);
+        free(want);
+        free(got);
+    }
+    tu_blobs_free(tp, n);
+    if (otb)
+        tu_blobs_free(otb, otb_files);
+}
+
+/* ---- nvJPEG (argument "cuda") -------------------------------------------------------------------------------- */
+
+/* TOLERANCE: nvJPEG's pixels against TurboJPEG's, over each image set (mean over every byte, max of any byte). */
+#define NVJPEG_TOL_MEAN 2.0 /* TOLERANCE */
+#define NVJPEG_TOL_MAX 64   /* TOLERANCE */
+
+static void check_tolerance(const char *what, int maxd, double mean)
+{
+    print_message("nvJPEG vs TurboJPEG: %-44s max abs diff %3d, mean abs diff %.4f\n", what, maxd, mean);
+    if (mean > NVJPEG_TOL_MEAN || maxd > NVJPEG_TOL_MAX) /* TOLERANCE */
+        fail_msg("%s: max %d, mean %.4f beyond the tolerance (max %d, mean %.2f)", what, maxd, mean,
+                 NVJPEG_TOL_MAX, NVJPEG_TOL_MEAN);
+}
+
+/* Each nvJPEG backend on its own, on 720p test-pattern frames in RGB and BGR; bad arguments and bad data leave the
+ * decoder usable. */
+static void test_gpu_backends(void **state)
+{
+    (void)state;
+    int n = 8;
+    tu_blob_t *in = testpattern_jpegs(1280, 720, n);
+    mk_image_t want[8], wantb[8];
+    for (int i = 0; i < n; i++) {
+        TU_OK(mk_imageio_decode(in[i].data, in[i].len, MK_FMT_RGB, &want[i], "frame"));
+        TU_OK(mk_imageio_decode(in[i].data, in[i].len, MK_FMT_BGR, &wantb[i], "frame"));
+    }
+    const mk_jpeg_gpu_backend_t all[] = {MK_JPEG_GPU_HARDWARE, MK_JPEG_GPU_HYBRID, MK_JPEG_GPU_GPU_HYBRID};
+    int working = 0;
+    for (int k = 0; k < 3; k++) {
+        const char *name = mk_jpeg_gpu_backend_name(all[k]);
+        mk_jpeg_gpu_t *g = NULL;
+        if (mk_jpeg_gpu_create(all[k], &g)) {
+            print_message("%s: unavailable: %s\n", name, mk_err_msg());
+            assert_null(g);
+            continue;
+        }
+        working++;
+        assert_int_equal(mk_jpeg_gpu_backend(g), all[k]);
+        for (int bgr = 0; bgr < 2; bgr++) {
+            int maxd = 0;
+            double sum = 0, count = 0, t0 = 0, t = 0;
+            for (int i = 0; i < n; i++) {
+                mk_image_t out = mk_image_desc(1280, 720, bgr ? MK_FMT_BGR : MK_FMT_RGB, MK_U8);
+                out.pitch = 1280 * 3 + 64; /* any pitch */
+                TU_OK(mk_image_alloc(NULL, &out, MK_MEM_HOST));
+                struct timespec a, b;
+                clock_gettime(CLOCK_MONOTONIC, &a);
+                TU_OK(mk_jpeg_gpu_decode(g, in[i].data, in[i].len, &out));
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+                if (i == 0)
+                    t0 = ms;
+                else
+                    t += ms;
+                diff_images(&out, bgr ? &wantb[i] : &want[i], &maxd, &sum, &count);
+                mk_image_free(NULL, &out);
+            }
+            char what[96];
+            snprintf(what, sizeof what, "%s, 1280x720 test pattern %s", name, bgr ? "BGR" : "RGB");
+            print_message("%s: first decode %.2f ms, then %.3f ms per frame (pageable host output)\n", what, t0,
+                          t / (n - 1));
+            check_tolerance(what, maxd, sum / count);
+        }
+        /* bad calls and bad data: errors with messages, and the decoder still decodes */
+        mk_image_t small = mk_image_desc(640, 360, MK_FMT_RGB, MK_U8), dev = small;
+        TU_OK(mk_image_alloc(NULL, &small, MK_MEM_HOST));
+        assert_int_equal(mk_jpeg_gpu_decode(g, in[0].data, in[0].len, &small), MK_EFORMAT); /* not its size */
+        dev.mem = MK_MEM_DEVICE;
+        dev.pitch = 640 * 3;
+        dev.data = small.data;
+        assert_int_equal(mk_jpeg_gpu_decode(g, in[0].data, in[0].len, &dev), MK_EINVAL);
+        assert_int_equal(mk_jpeg_gpu_decode(g, NULL, 10, &small), MK_EINVAL);
+        uint8_t junk[3000];
+        tu_rng_t r = {7};
+        for (size_t i = 0; i < sizeof junk; i++)
+            junk[i] = (uint8_t)(tu_rand(&r) >> 56);
+        assert_int_not_equal(mk_jpeg_gpu_decode(g, junk, sizeof junk, &small), 0);
+        print_message("%s on garbage: %s\n", name, mk_err_msg());
+        mk_image_t out = mk_image_desc(1280, 720, MK_FMT_RGB, MK_U8);
+        TU_OK(mk_image_alloc(NULL, &out, MK_MEM_HOST));
+        TU_OK(mk_jpeg_gpu_decode(g, in[1].data, in[1].len, &out));
+        int maxd = 0;
+        double sum = 0, count = 0;
+        diff_images(&out, &want[1], &maxd, &sum, &count);
+        assert_true(maxd <= NVJPEG_TOL_MAX);
+        mk_image_free(NULL, &out);
+        mk_image_free(NULL, &small);
+        mk_jpeg_gpu_destroy(g);
+    }
+    assert_true(working > 0);
+    mk_jpeg_gpu_t *g = NULL;
+    TU_OK(mk_jpeg_gpu_create(MK_JPEG_GPU_AUTO, &g));
+    print_message("auto: %s (%s)\n", mk_jpeg_gpu_backend_name(mk_jpeg_gpu_backend(g)), mk_jpeg_gpu_library());
+    mk_jpeg_gpu_destroy(g);
+    free_images(want, n);
+    free_images(wantb, n);
+    tu_blobs_free(in, n);
+}
+
+/* One image set through a pool with pipeline.decoder nvjpeg and through one decoding on the CPU. */
+static void compare_set(const char *what, const tu_blob_t *in, int n, mk_format_t format, int threads, int pinned,
+                        int all_on_gpu)
+{
+    mk_image_t *cpu = calloc((size_t)n, sizeof *cpu), *gpu = calloc((size_t)n, sizeof *gpu);
+    assert_true(cpu && gpu);
+    mk_decode_stats_t sc, sg;
+    mk_decode_t *d = decoder_pool(MK_DECODER_CPU, threads, format, 1, 0);
+    decode_all(d, in, n, cpu, &sc);
+    mk_decode_destroy(d);
+    d = decoder_pool(MK_DECODER_NVJPEG, threads, format, 1, pinned);
+    const char *dec = mk_decode_decoder(d);
+    assert_true(!strncmp(dec, "nvjpeg-", 7));
+    decode_all(d, in, n, gpu, &sg);
+    mk_decode_destroy(d);
+    assert_int_equal(sc.decoded, n);
+    assert_int_equal(sg.decoded, n);
+    assert_int_equal(sg.corrupt, 0);
+    assert_int_equal(sg.gpu_decoded + sg.gpu_fallbacks, n); /* no frame failed the header checks */
+    int w = cpu[0].width, h = cpu[0].height, maxd = 0;
+    double sum = 0, count = 0;
+    for (int i = 0; i < n; i++)
+        diff_images(&gpu[i], &cpu[i], &maxd, &sum, &count);
+    char label[160];
+    snprintf(label, sizeof label, "%s (%d, %dx%d %s, %s)", what, n, w, h, mk_format_name(format), dec);
+    print_message("%s: gpu_decoded %llu, gpu_fallbacks %llu\n", label, (unsigned long long)sg.gpu_decoded,
+                  (unsigned long long)sg.gpu_fallbacks);
+    check_tolerance(label, maxd, sum / count);
+    if (all_on_gpu) {
+        assert_int_equal(sg.gpu_decoded, n);
+        assert_int_equal(sg.gpu_fallbacks, 0);
+    } else {
+        assert_true(sg.gpu_decoded > 0);
+    }
+    free_images(cpu, n);
+    free_images(gpu, n);
+    free(cpu);
+    free(gpu);
+}
+
+static void test_gpu_pool_sets(void **state)
+{
+    (void)state;
+    int n = 24;
+    tu_blob_t *tp = testpattern_jpegs(1280, 720, n);
+    compare_set("test pattern 720p, pinned output", tp, n, MK_FMT_RGB, 2, 1, 1);
+    compare_set("test pattern 720p, 4 threads", tp, n, MK_FMT_BGR, 4, 0, 1);
+    tu_blobs_free(tp, n);
+    tp = testpattern_jpegs(1920, 1080, 8);
+    compare_set("test pattern 1080p", tp, 8, MK_FMT_RGB, 2, 1, 1);
+    tu_blobs_free(tp, 8);
+    int notb = 0;
+    tu_blob_t *otb = tu_data_dir() ? tu_otb_frames(&notb) : NULL;
+    if (otb) {
+        /* the pixels are compared whichever way each frame went; a backend that refuses these frames shows
+         * in gpu_fallbacks */
+        compare_set("otb_man frames", otb, notb, MK_FMT_BGR, 3, 0, 0);
+        compare_set("otb_man frames", otb, notb, MK_FMT_RGB, 1, 1, 0);
+        tu_blobs_free(otb, notb);
+    } else {
+        print_message("shared test data absent: the otb_man set is not compared\n");
+    }
+    /* auto on a machine with nvJPEG: nvJPEG */
+    mk_decode_t *d = decoder_pool(MK_DECODER_AUTO, 2, MK_FMT_RGB, 1, 0);
+    assert_true(!strncmp(mk_decode_decoder(d), "nvjpeg-", 7));
+    mk_decode_destroy(d);
+}
+
+/* Frames without Huffman tables (webcam MJPEG): the standard tables go in, nvJPEG decodes them. */
+static void test_gpu_no_dht(void **state)
+{
+    (void)state;
+    int n = 6;
+    tu_blob_t *in = testpattern_jpegs(1280, 720, n);
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        uint8_t *s = strip_dht(in[i].data, in[i].len, &len);
+        assert_int_equal(mk_mjpeg_has_dht(s, len), 0);
+        free(in[i].data);
+        in[i].data = s;
+        in[i].len = len;
+    }
+    mk_image_t cpu[6], gpu[6];
+    mk_decode_stats_t sc, sg;
+    mk_decode_t *d = decoder_pool(MK_DECODER_CPU, 2, MK_FMT_RGB, 1, 0);
+    decode_all(d, in, n, cpu, &sc);
+    mk_decode_destroy(d);
+    d = decoder_pool(MK_DECODER_NVJPEG, 2, MK_FMT_RGB, 1, 0);
+    decode_all(d, in, n, gpu, &sg);
+    mk_decode_destroy(d);
+    assert_int_equal(sc.dht_added, n);
+    assert_int_equal(sg.dht_added, n);
+    assert_int_equal(sg.decoded, n);
+    assert_int_equal(sg.gpu_decoded, n);
+    assert_int_equal(sg.gpu_fallbacks, 0);
+    int maxd = 0;
+    double sum = 0, count = 0;
+    for (int i = 0; i < n; i++)
+        diff_images(&gpu[i], &cpu[i], &maxd, &sum, &count);
+    check_tolerance("720p frames without Huffman tables", maxd, sum / count);
+    free_images(cpu, n);
+    free_images(gpu, n);
+    tu_blobs_free(in, n);
+}
+
+/* Bad frames between good ones through a one-thread nvJPEG pool, one at a time so that each frame's effect on the
+ * counters shows: garbage bytes (refused by the header checks: corrupt, never handed to nvJPEG), a truncated frame
+ * (no EOI: handed to TurboJPEG, which refuses it in strict mode and decodes it in lenient mode), damaged scan data
+ * and a scan without data (nvJPEG decodes them or fails; either way the counters add up), an empty-looking header.
+ * The good frames after each come out decoded by nvJPEG. */
+enum { B_GOOD, B_GARBAGE, B_TRUNCATED, B_GARBLED, B_NOSCAN, B_BADHEADER };
+
+static void test_gpu_corrupt(void **state)
+{
+    (void)state;
+    int ngood = 6;
+    tu_blob_t *good = testpattern_jpegs(1280, 720, ngood);
+    const int kinds[] = {B_GOOD, B_GARBAGE, B_GOOD, B_TRUNCATED, B_GOOD, B_GARBLED, B_GOOD, B_NOSCAN, B_GOOD,
+                         B_BADHEADER, B_GOOD, B_GOOD};
+    const int n = (int)(sizeof kinds / sizeof kinds[0]);
+    static const char *const names[] = {"good", "garbage", "truncated", "garbled scan", "no scan data", "bad header"};
+    tu_blob_t in[12];
+    int g = 0;
+    for (int i = 0; i < n; i++) {
+        const tu_blob_t *src = &good[g % ngood];
+        in[i].len = src->len;
+        in[i].data = malloc(src->len);
+        assert_non_null(in[i].data);
+        memcpy(in[i].data, src->data, src->len);
+        tu_rng_t r = {(uint64_t)i + 1};
+        if (kinds[i] == B_GOOD) {
+            g++;
+        } else if (kinds[i] == B_GARBAGE) {
+            for (size_t k = 0; k < in[i].len; k++)
+                in[i].data[k] = (uint8_t)(tu_rand(&r) >> 56);
+        } else if (kinds[i] == B_TRUNCATED) {
+            in[i].len /= 2;
+        } else if (kinds[i] == B_GARBLED) {
+            for (size_t k = in[i].len / 4; k < 3 * in[i].len / 4; k++) {
+                in[i].data[k] = (uint8_t)(tu_rand(&r) >> 56);
+                if (in[i].data[k] == 0xFF)
+                    in[i].data[++k] = 0;
+            }
+        } else if (kinds[i] == B_NOSCAN) {
+            /* the header up to the SOS segment, then EOI at once */
+            size_t p = 2;
+            while (!(in[i].data[p] == 0xFF && in[i].data[p + 1] == 0xDA))
+                p += 2 + ((size_t)in[i].data[p + 2] << 8 | in[i].data[p + 3]);
+            p += 2 + ((size_t)in[i].data[p + 2] << 8 | in[i].data[p + 3]);
+            in[i].data[p] = 0xFF;
+            in[i].data[p + 1] = 0xD9;
+            in[i].len = p + 2;
+        } else if (kinds[i] == B_BADHEADER) {
+            in[i].data[4] = 0, in[i].data[5] = 1; /* an APP0 length below 2 */
+        }
+    }
+    mk_image_t want[12];
+    memset(want, 0, sizeof want);
+    for (int i = 0; i < n; i++)
+        if (kinds[i] == B_GOOD)
+            TU_OK(mk_imageio_decode(in[i].data, in[i].len, MK_FMT_RGB, &want[i], "good frame"));
+    for (int strict = 1; strict >= 0; strict--) {
+        mk_decode_t *d = decoder_pool(MK_DECODER_NVJPEG, 1, MK_FMT_RGB, strict, 0);
+        mk_decode_stats_t prev, st;
+        memset(&prev, 0, sizeof prev);
+        uint64_t header_rejects = 0;
+        for (int i = 0; i < n; i++) {
+            mk_frame_t f = mjpeg_frame(in[i].data, in[i].len, (uint64_t)i);
+            TU_OK(mk_decode_submit(d, &f, -1));
+            for (int waited = 0;; waited++) { /* until the frame is decoded or skipped */
+                mk_decode_stats(d, &st);
+                if (st.decoded + st.corrupt == st.submitted)
+                    break;
+                assert_true(waited < 20000);
+                nanosleep(&(struct timespec){0, 1000000}, NULL);
+            }
+            int out = st.decoded > prev.decoded, on_gpu = st.gpu_decoded > prev.gpu_decoded,
+                fell = st.gpu_fallbacks > prev.gpu_fallbacks;
+            print_message("%s, frame %2d (%s): %s%s\n", strict ? "strict" : "lenient", i, names[kinds[i]],
+                          !out ? "skipped as corrupt" : on_gpu ? "decoded by nvJPEG" : "decoded by TurboJPEG",
+                          fell ? " after falling back from nvJPEG" : "");
+            if (out) {
+                mk_decoded_t o;
+                assert_int_equal(mk_decode_next(d, 5000, &o), MK_DECODE_OK);
+                assert_int_equal(o.seq, (uint64_t)i);
+                if (kinds[i] == B_GOOD) {
+                    int maxd = 0;
+                    double sum = 0, count = 0;
+                    diff_images(&o.image, &want[i], &maxd, &sum, &count);
+                    assert_true(maxd <= NVJPEG_TOL_MAX && sum / count <= NVJPEG_TOL_MEAN);
+                }
+                TU_OK(mk_decode_release(d, &o));
+            }
+            /* every frame goes one way: nvJPEG, a fallback to TurboJPEG, or out at the header checks */
+            assert_int_equal((st.gpu_decoded - prev.gpu_decoded) + (st.gpu_fallbacks - prev.gpu_fallbacks) +
+                                 (!on_gpu && !fell),
+                             1);
+            switch (kinds[i]) {
+            case B_GOOD:
+                assert_true(out && on_gpu);
+                break;
+            case B_GARBAGE:
+            case B_BADHEADER:
+                assert_true(!out && !fell);
+                header_rejects++;
+                break;
+            case B_TRUNCATED:
+                assert_true(fell && out == !strict);
+                break;
+            default: /* garbled, no scan data: either way, without a crash */
+                break;
+            }
+            prev = st;
+        }
+        mk_decode_finish(d);
+        mk_decoded_t o;
+        assert_int_equal(mk_decode_next(d, 5000, &o), MK_DECODE_EOS);
+        mk_decode_stats(d, &st);
+        print_message("%s: submitted %llu, decoded %llu (gpu %llu), corrupt %llu, gpu_fallbacks %llu\n",
+                      strict ? "strict" : "lenient", (unsigned long long)st.submitted,
+                      (unsigned long long)st.decoded, (unsigned long long)st.gpu_decoded,
+                      (unsigned long long)st.corrupt, (unsigned long long)st.gpu_fallbacks);
+        /* the counters add up */
+        assert_int_equal(st.submitted, n);
+        assert_int_equal(st.decoded + st.corrupt, st.submitted);
+        assert_int_equal(st.gpu_decoded + st.gpu_fallbacks + header_rejects, st.submitted);
+        assert_int_equal(st.decoded - st.gpu_decoded, st.gpu_fallbacks - (st.corrupt - header_rejects));
+        assert_true(st.gpu_decoded >= (uint64_t)ngood);
+        mk_decode_destroy(d);
+    }
+    for (int i = 0; i < n; i++) {
+        free(in[i].data);
+        mk_image_free(NULL, &want[i]);
+    }
+    tu_blobs_free(good, ngood);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "cuda")) {
+        char why[600] = "";
+        if (!mk_jpeg_gpu_available(why, sizeof why)) {
+            printf("SKIP: the nvJPEG decode tests need a GPU and libnvjpeg: %s\n", why);
+            return TU_SKIP_CODE;
+        }
+        printf("nvJPEG: %s\n", mk_jpeg_gpu_library());
+        const struct CMUnitTest cuda[] = {
+            cmocka_unit_test(test_gpu_backends), cmocka_unit_test(test_gpu_pool_sets),
+            cmocka_unit_test(test_gpu_no_dht),   cmocka_unit_test(test_gpu_corrupt),
+        };
+        return cmocka_run_group_tests(cuda, group_setup, group_teardown);
+    }
+    /* This run is that of a machine without nvJPEG, whatever this one has: pools asking for nvJPEG decode on the
+     * CPU, with TurboJPEG's exact pixels. */
+    setenv("MASKD_NVJPEG_LIB", "/nonexistent/libnvjpeg-hidden-by-test_decode.so", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),         cmocka_unit_test(test_std_dht),
         cmocka_unit_test(test_order_threads), cmocka_unit_test(test_corrupt_stream),
         cmocka_unit_test(test_raw_frames),    cmocka_unit_test(test_backpressure_and_finish),
         cmocka_unit_test(test_bad_calls),     cmocka_unit_test(test_pinned),
+        cmocka_unit_test(test_decoder_without_nvjpeg),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
