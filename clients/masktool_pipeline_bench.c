@@ -28,6 +28,8 @@ typedef struct {
     mk_image_t *frames; /* decoded, host */
     int n;
     double decode_fps;  /* MJPEG frames per second through the pool (0: raw frames) */
+    char decoder[32];   /* the pool's MJPEG decoder (mk_decode_decoder), "none" for raw frames */
+    uint64_t gpu_decoded, gpu_fallbacks;
     int mjpeg;
     char kind[16];
 } clip_t;
@@ -166,8 +168,10 @@ static cJSON *rss_breakdown(int top, double *total_mb)
 
 /* Reads n frames of the source (looping a file), MJPEG bytes or raw images, then decodes them all through the
  * pool (timed) into host images. */
-static int load_clip(const char *spec, int w, int h, int n, int threads, mk_ctx_t *pin, const char *dump, clip_t *c)
+static int load_clip(const char *spec, int w, int h, int n, int threads, mk_decoder_t decoder, mk_ctx_t *pin,
+                     const char *dump, clip_t *c)
 {
+    snprintf(c->decoder, sizeof c->decoder, "none");
     mk_source_config_t sc;
     mk_source_config_init(&sc);
     sc.width = w;
@@ -242,8 +246,10 @@ static int load_clip(const char *spec, int w, int h, int n, int threads, mk_ctx_
         dc.threads = threads;
         dc.depth = 2 * threads + 2;
         dc.pinned = pin != NULL;
+        dc.decoder = decoder;
         mk_decode_t *dec;
         if (!(rc = mk_decode_create(&dc, &dec))) {
+            snprintf(c->decoder, sizeof c->decoder, "%s", mk_decode_decoder(dec));
             uint64_t t0 = now_ns();
             int sub = 0, got = 0;
             while (!rc && got < n) {
@@ -265,6 +271,10 @@ static int load_clip(const char *spec, int w, int h, int n, int threads, mk_ctx_
             }
             double s = (double)(now_ns() - t0) / 1e9;
             c->decode_fps = s > 0 ? got / s : 0;
+            mk_decode_stats_t ds;
+            mk_decode_stats(dec, &ds);
+            c->gpu_decoded = ds.gpu_decoded;
+            c->gpu_fallbacks = ds.gpu_fallbacks;
             if (!rc && got < n)
                 rc = mk_err_set(MK_EFORMAT, "%d of %d frames did not decode", n - got, n);
             mk_decode_destroy(dec);
@@ -425,7 +435,8 @@ static void pipeline_help(void)
          "                               [--per-frame] [--dump-jpeg DIR]\n"
          "\n"
          "maskd's per-frame work (the segmentation engine) on frames decoded beforehand into host memory: MJPEG\n"
-         "decode throughput (decode pool), then 1 and N frames in flight: per-stage and end-to-end latency (decoded\n"
+         "decode throughput (decode pool, with pipeline.decoder as maskd resolves it: \"decode\".\"decoder\" says\n"
+         "which ran), then 1 and N frames in flight: per-stage and end-to-end latency (decoded\n"
          "frame in host memory -> masks in host memory, and -> published on a frame bus), throughput, GPU memory,\n"
          "host peak RSS, detections per frame, and the frames whose masks differ between N and 1 in flight (0).\n"
          "  --source SPEC   a maskd source (default testpattern: at --size; its frames are JPEG-encoded and decoded\n"
@@ -554,6 +565,7 @@ int mt_bench_pipeline(int argc, char **argv)
     int clip_n = frames < 120 ? frames : 120; /* decoded frames kept; the runs loop over them */
     /* The decoded frames are page-locked on CUDA, as the daemon's decode pool makes them (pipeline.c). */
     int rc = load_clip(source, w, h, clip_n, cfg.pipeline.decode_threads,
+                       mk_decoder_for_backend((mk_decoder_t)cfg.pipeline.decoder, used),
                        used == MK_BACKEND_CUDA ? probe : NULL, dump, &clip);
     if (rc) {
         fprintf(stderr, "masktool: %s: %s\n", source, mk_err_msg());
@@ -619,6 +631,11 @@ int mt_bench_pipeline(int argc, char **argv)
     cJSON_AddStringToObject(dec, "input", clip.mjpeg ? "mjpeg" : "raw");
     cJSON_AddNumberToObject(dec, "threads", cfg.pipeline.decode_threads);
     cJSON_AddNumberToObject(dec, "fps", r3(clip.decode_fps));
+    cJSON_AddStringToObject(dec, "decoder", clip.decoder);
+    if (clip.mjpeg) {
+        cJSON_AddNumberToObject(dec, "gpu_decoded", (double)clip.gpu_decoded);
+        cJSON_AddNumberToObject(dec, "gpu_fallbacks", (double)clip.gpu_fallbacks);
+    }
     cJSON *runs = cJSON_AddObjectToObject(doc, "runs");
     char name[32];
     cJSON_AddItemToObject(runs, "inflight_1", run_json(&r1, frames, bus != NULL, per_frame));

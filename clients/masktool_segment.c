@@ -312,6 +312,9 @@ static int open_input(seg_t *s)
     dc.format = MK_FMT_RGB;
     dc.raw_to_rgb = 1;
     dc.pinned = s->cfg->backend != MK_CFG_BACKEND_CPU; /* falls back to plain memory without a device */
+    /* as maskd: auto decodes with nvJPEG unless the engine is told to compute on the CPU */
+    dc.decoder = mk_decoder_for_backend((mk_decoder_t)s->cfg->pipeline.decoder,
+                                        s->cfg->backend == MK_CFG_BACKEND_CPU ? MK_BACKEND_CPU : MK_BACKEND_CUDA);
     if ((rc = mk_decode_create(&dc, &s->dec)))
         return rc;
     if (pthread_create(&s->feeder, NULL, feeder_main, s))
@@ -662,6 +665,8 @@ static int write_report(seg_t *s, int interrupted, const char *error)
     cJSON_AddStringToObject(doc, "product", products[s->product]);
     cJSON_AddStringToObject(doc, "backend", mk_backend_name(mk_segment_backend(s->seg)));
     cJSON_AddStringToObject(doc, "device", mk_segment_device_name(s->seg));
+    if (s->dec)
+        cJSON_AddStringToObject(doc, "decoder", mk_decode_decoder(s->dec));
     cJSON_AddStringToObject(doc, "detector", mk_segment_detecting(s->seg) ? s->cfg->detect.cfg : "");
     cJSON_AddStringToObject(doc, "cut", mk_segment_cut_name(s->seg));
     cJSON_AddNumberToObject(doc, "inflight", mk_segment_depth(s->seg));

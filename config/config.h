@@ -42,6 +42,7 @@ enum { MK_CFG_KEYFRAME_ALWAYS = 0, MK_CFG_KEYFRAME_INTERVAL = 1, MK_CFG_KEYFRAME
 /* mask.threshold: the u8 mask product (kernels/mask.h) none = MK_MASK_ALPHA, fixed = MK_MASK_BINARY (mask.value,
  * mask.feather), otsu = MK_MASK_OTSU. */
 enum { MK_CFG_THRESH_NONE = 0, MK_CFG_THRESH_FIXED = 1, MK_CFG_THRESH_OTSU = 2 };
+enum { MK_CFG_DECODER_AUTO = 0, MK_CFG_DECODER_CPU = 1, MK_CFG_DECODER_NVJPEG = 2 };     /* = mk_decoder_t */
 /* log.level: the index is the mk_log_level_t (error .. trace). */
 
 struct mk_config {
@@ -101,6 +102,7 @@ struct mk_config {
     } bus;
     struct {
         int queue_depth, decode_threads, inflight;
+        int decoder; /* MK_CFG_DECODER_* */
     } pipeline;
     struct {
         int enable, timeout_s;

@@ -165,6 +165,9 @@ static const char *const v_cut[] = {"box", "ellipse", "grabcut", NULL};
 static const char *const v_keyframe[] = {"always", "interval", "adaptive", NULL};
 static const char *const v_thresh[] = {"none", "fixed", "otsu", NULL};
 static const char *const v_level[] = {"error", "warn", "info", "debug", "trace", NULL};
+static const char *const v_decoder[] = {"auto", "cpu", "nvjpeg", NULL};
+_Static_assert(MK_CFG_DECODER_AUTO == 0 && MK_CFG_DECODER_CPU == 1 && MK_CFG_DECODER_NVJPEG == 2,
+               "v_decoder follows MK_CFG_DECODER_*");
 
 #define F(field) offsetof(mk_config_t, field)
 #define DIM MK_IMAGE_MAX_DIM
@@ -291,6 +294,12 @@ static const mk_opt_t table[] = {
     INT("pipeline.queue_depth", pipeline.queue_depth, "2", 1, 16, 0,
         "Frames each stage's input queue holds; when it is full the oldest is dropped (latency first)."),
     INT("pipeline.decode_threads", pipeline.decode_threads, "2", 1, 16, 0, "MJPEG decoding threads."),
+    ENUM("pipeline.decoder", pipeline.decoder, "auto", v_decoder, 0,
+         "MJPEG decoder: `nvjpeg` (the GPU's JPEG engine where it has one, else nvJPEG's hybrid decoder; needs "
+         "libnvjpeg of the CUDA toolkit, opened at start), `cpu` (libjpeg-turbo on `pipeline.decode_threads` "
+         "threads) or `auto`: nvJPEG when `backend` is CUDA and nvJPEG opens, else the CPU. Without nvJPEG the "
+         "CPU decodes (a warning when `nvjpeg` was asked for); frames nvJPEG fails on are decoded on the CPU. "
+         "`maskctl stats` shows the decoder in use."),
     INT("pipeline.inflight", pipeline.inflight, "2", 1, 4, 0,
         "Frames segmented at once, each on its own stream and thread (CUDA: one frame's upload, detection and "
         "download overlap another's GrabCut; CPU: frames on several cores). The masks are the same at every "

@@ -25,6 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+_Static_assert(MK_CFG_DECODER_AUTO == (int)MK_DECODER_AUTO && MK_CFG_DECODER_CPU == (int)MK_DECODER_CPU &&
+                   MK_CFG_DECODER_NVJPEG == (int)MK_DECODER_NVJPEG,
+               "pipeline.decoder's values are mk_decoder_t");
+
 /* The longest the process thread waits for a frame before it runs its housekeeping (less when the bus heartbeat
  * needs it: tick_ms). */
 #define TICK_MS 50
@@ -1106,6 +1110,8 @@ int mk_pipeline_create(const mk_pipeline_opts_t *opts, const mk_config_t *cfg, m
     dc.threads = cfg->pipeline.decode_threads;
     dc.depth = 2 * dc.threads + cfg->pipeline.queue_depth + cfg->pipeline.inflight + 2;
     dc.pinned = p->seg && mk_segment_backend(p->seg) == MK_BACKEND_CUDA; /* uploads at DMA speed */
+    dc.decoder = mk_decoder_for_backend((mk_decoder_t)cfg->pipeline.decoder,
+                                        p->seg ? mk_segment_backend(p->seg) : MK_BACKEND_CPU);
     if (dc.depth > 64)
         dc.depth = 64;
     if (!rc)
@@ -1126,10 +1132,11 @@ int mk_pipeline_create(const mk_pipeline_opts_t *opts, const mk_config_t *cfg, m
         mk_pipeline_destroy(p);
         return rc;
     }
-    MK_INFO("backend %s (%s); model %s; cut %s; %d frame%s in flight; bus %s",
+    MK_INFO("backend %s (%s); model %s; cut %s; %d frame%s in flight; MJPEG decoder %s (pipeline.decoder %s); "
+            "bus %s",
             mk_backend_name(mk_segment_backend(p->seg)), mk_segment_device_name(p->seg), p->model_status,
             mk_segment_cut_name(p->seg), mk_segment_depth(p->seg), mk_segment_depth(p->seg) == 1 ? "" : "s",
-            p->bus_name);
+            mk_decode_decoder(p->dec), mk_decoder_name((mk_decoder_t)cfg->pipeline.decoder), p->bus_name);
     *out = p;
     return 0;
 }
@@ -1228,6 +1235,7 @@ cJSON *mk_pipeline_stats(mk_pipeline_t *p)
     cJSON_AddStringToObject(o, "bus", p->bus_name);
     cJSON_AddStringToObject(o, "backend", mk_backend_name(mk_segment_backend(p->seg)));
     cJSON_AddStringToObject(o, "device", mk_segment_device_name(p->seg));
+    cJSON_AddStringToObject(o, "decoder", mk_decode_decoder(p->dec));
 
     pthread_mutex_lock(&p->cfg_mu);
     char spec[MK_CFG_STR_MAX], mcfg[MK_CFG_STR_MAX], mweights[MK_CFG_STR_MAX];
@@ -1303,6 +1311,8 @@ cJSON *mk_pipeline_stats(mk_pipeline_t *p)
     cJSON_AddNumberToObject(fr, "dropped_driver", (double)drv_dropped);
     cJSON_AddNumberToObject(fr, "corrupt", (double)(ds.corrupt + src_corrupt));
     cJSON_AddNumberToObject(fr, "corrupt_decode", (double)ds.corrupt);
+    cJSON_AddNumberToObject(fr, "gpu_decoded", (double)ds.gpu_decoded);
+    cJSON_AddNumberToObject(fr, "gpu_fallbacks", (double)ds.gpu_fallbacks);
     cJSON_AddNumberToObject(fr, "corrupt_source", (double)src_corrupt);
     cJSON_AddNumberToObject(fr, "no_person", (double)atomic_load(&p->no_person));
     cJSON_AddNumberToObject(fr, "held", (double)atomic_load(&p->held));

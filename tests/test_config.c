@@ -95,8 +95,8 @@ static void test_table(void **state)
         "select.margin", "select.hold_frames", "select.fallback", "cut.method", "grabcut.iterations",
         "grabcut.roi_max_side", "grabcut.keyframe", "guided.radius", "guided.eps", "guided.scale",
         "mask.threshold", "mask.value", "mask.feather", "mask.alpha", "bus.slots", "bus.mode", "bus.group",
-        "bus.frame", "pipeline.queue_depth", "pipeline.decode_threads", "idle.enable", "idle.timeout_s",
-        "control.max_clients", "control.max_line_bytes", "log.level", "source.controls"};
+        "bus.frame", "pipeline.queue_depth", "pipeline.decode_threads", "pipeline.decoder", "idle.enable",
+        "idle.timeout_s", "control.max_clients", "control.max_line_bytes", "log.level", "source.controls"};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
         assert_non_null(mk_options_find(required[i]));
     assert_int_equal(def.control.max_clients, 64);
@@ -108,6 +108,10 @@ static void test_table(void **state)
     assert_true(opt("source.controls")->flags & MK_OPT_LIVE);
     assert_string_equal(def.source.controls, "");
     assert_true(opt("grabcut.iterations")->flags & MK_OPT_LIVE);
+    /* The MJPEG decoder is chosen when the decode pool starts, as its threads are. */
+    assert_int_equal(def.pipeline.decoder, MK_CFG_DECODER_AUTO);
+    assert_false(opt("pipeline.decoder")->flags & MK_OPT_LIVE);
+    assert_false(opt("pipeline.decode_threads")->flags & MK_OPT_LIVE);
 }
 
 /* ---- values ------------------------------------------------------------------------------------------------ */
@@ -167,6 +171,14 @@ static const value_case_t text_cases[] = {
     {"backend", "CPU", NULL, MK_EINVAL},
     {"backend", "gpu", NULL, MK_EINVAL},
     {"backend", "", NULL, MK_EINVAL},
+    {"pipeline.decoder", "auto", NULL, 0},
+    {"pipeline.decoder", "cpu", NULL, 0},
+    {"pipeline.decoder", "nvjpeg", NULL, 0},
+    {"pipeline.decoder", "NVJPEG", NULL, MK_EINVAL},
+    {"pipeline.decoder", "gpu", NULL, MK_EINVAL},
+    {"pipeline.decoder", "cuda", NULL, MK_EINVAL},
+    {"pipeline.decoder", "nvjpeg ", NULL, MK_EINVAL},
+    {"pipeline.decoder", "", NULL, MK_EINVAL},
     {"log.level", "trace", NULL, 0},
     {"mask.threshold", "otsu", NULL, 0},
     {"source.size", "640x480", NULL, 0},
@@ -266,6 +278,8 @@ static void test_values_text(void **state)
     assert_string_equal(err, "grabcut.iterations: expected integer 1..20, got \"x\"");
     assert_int_equal(mk_opt_parse_text(opt("backend"), "gpu", &c, err, sizeof err), MK_EINVAL);
     assert_string_equal(err, "backend: expected one of auto|cpu|cuda, got \"gpu\"");
+    assert_int_equal(mk_opt_parse_text(opt("pipeline.decoder"), "gpu", &c, err, sizeof err), MK_EINVAL);
+    assert_string_equal(err, "pipeline.decoder: expected one of auto|cpu|nvjpeg, got \"gpu\"");
     assert_int_equal(mk_opt_parse_text(opt("source.spec"), "cam", &c, err, sizeof err), MK_EINVAL);
     assert_string_equal(err, "source.spec: expected testpattern, v4l2:DEVICE or file:PATH, got \"cam\"");
     assert_int_equal(mk_opt_parse_text(opt("bus.mode"), "9", &c, err, sizeof err), MK_EINVAL);
@@ -307,6 +321,9 @@ static const value_case_t json_cases[] = {
     {"detect.thresh", "1e999", NULL, MK_EINVAL},
     {"backend", "\"cpu\"", "cpu", 0},
     {"backend", "1", NULL, MK_EINVAL},
+    {"pipeline.decoder", "\"nvjpeg\"", "nvjpeg", 0},
+    {"pipeline.decoder", "2", NULL, MK_EINVAL},
+    {"pipeline.decoder", "\"hardware\"", NULL, MK_EINVAL},
     {"source.size", "\"1280x720\"", "1280x720", 0},
     {"source.size", "[1280, 720]", NULL, MK_EINVAL},
     {"source.size", "\"8x8\"", NULL, MK_ERANGE},

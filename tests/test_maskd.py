@@ -221,6 +221,10 @@ def group_testpattern():
         st = d.stats()
         check(st["state"] == "running" and st["backend"] == "cpu", "stats: running on the CPU (%s)" % st.get("state"))
         check(st["model"]["status"].startswith("none"), "stats say that no model is configured")
+        # pipeline.decoder auto on the CPU backend: TurboJPEG, nothing on the GPU
+        check(st.get("decoder") == "cpu" and st["frames"].get("gpu_decoded") == 0
+              and st["frames"].get("gpu_fallbacks") == 0, "stats: the CPU decoder (%s, %s)"
+              % (st.get("decoder"), st["frames"]))
         check(st["target"]["from"] == "fallback" and st["target"]["w"] == 320 and st["target"]["h"] == 384,
               "stats: the default fallback rectangle (%s)" % st["target"])
         check(st["frames"]["published"] >= 60 and st["fps"]["publish"] > 15, "stats: frames and fps %s %s"
@@ -567,6 +571,12 @@ def group_cli():
           and cfg.get("cut", {}).get("method") == "box", "--print-config with overrides")
     r = subprocess.run([MASKD, "--print-config", "--set", "guided.radius=300"], capture_output=True, text=True)
     check(r.returncode == 1 and "guided.radius" in r.stderr, "a bad --set is refused naming the key: %s" % r.stderr)
+    r = subprocess.run([MASKD, "--print-config", "--set", "pipeline.decoder=gpu"], capture_output=True, text=True)
+    check(r.returncode == 1 and "pipeline.decoder" in r.stderr and "auto|cpu|nvjpeg" in r.stderr,
+          "a bad pipeline.decoder is refused with its values: %s" % r.stderr)
+    r = subprocess.run([MASKD, "--print-config", "--set", "pipeline.decoder=nvjpeg"], capture_output=True, text=True)
+    cfg = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(cfg.get("pipeline", {}).get("decoder") == "nvjpeg", "--set pipeline.decoder=nvjpeg")
     tmp = tempfile.mkdtemp(prefix="maskd-cli-")
     try:
         path = os.path.join(tmp, "good.json")
