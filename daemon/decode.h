@@ -68,7 +68,7 @@ typedef struct {
     int strict;        /* 1 (default): a decoder warning (corrupt data, premature end) makes the frame corrupt */
     int pinned;        /* 1: output images in page-locked host memory, so that a CUDA engine uploads them at DMA
                         * speed (CUDA builds with a device; otherwise, and by default, plain host memory) */
-    mk_decoder_t decoder; /* MK_DECODER_CPU (default here; the daemon's pipeline.decoder defaults to auto) */
+    mk_decoder_t decoder; /* MK_DECODER_CPU (the default, as pipeline.decoder's) */
 } mk_decode_config_t;
 
 void mk_decode_config_init(mk_decode_config_t *cfg);

@@ -774,9 +774,12 @@ static void test_decoder_without_nvjpeg(void **state)
 
 /* ---- nvJPEG (argument "cuda") -------------------------------------------------------------------------------- */
 
-/* TOLERANCE: nvJPEG's pixels against TurboJPEG's, over each image set (mean over every byte, max of any byte). */
-#define NVJPEG_TOL_MEAN 2.0 /* TOLERANCE */
-#define NVJPEG_TOL_MAX 64   /* TOLERANCE */
+/* TOLERANCE: nvJPEG's pixels against TurboJPEG's, over each image set (mean over every byte, max of any byte).
+ * Measured on an H100 (nvJPEG 13.0.1, every backend): mean 0.26-0.39, max 62-65, the max at the test pattern's
+ * saturated colour edges, where nvJPEG's chroma upsampling and TurboJPEG's fancy (triangular) upsampling differ
+ * most; a wrong channel order or a shifted row would give means in the tens. */
+#define NVJPEG_TOL_MEAN 1.0 /* TOLERANCE */
+#define NVJPEG_TOL_MAX 80   /* TOLERANCE */
 
 static void check_tolerance(const char *what, int maxd, double mean)
 {

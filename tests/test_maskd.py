@@ -221,7 +221,7 @@ def group_testpattern():
         st = d.stats()
         check(st["state"] == "running" and st["backend"] == "cpu", "stats: running on the CPU (%s)" % st.get("state"))
         check(st["model"]["status"].startswith("none"), "stats say that no model is configured")
-        # pipeline.decoder auto on the CPU backend: TurboJPEG, nothing on the GPU
+        # pipeline.decoder cpu (the default): TurboJPEG, nothing on the GPU
         check(st.get("decoder") == "cpu" and st["frames"].get("gpu_decoded") == 0
               and st["frames"].get("gpu_fallbacks") == 0, "stats: the CPU decoder (%s, %s)"
               % (st.get("decoder"), st["frames"]))
