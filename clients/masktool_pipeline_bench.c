@@ -251,8 +251,10 @@ static int load_clip(const char *spec, int w, int h, int n, int threads, mk_deco
         mk_decode_t *dec;
         if (!(rc = mk_decode_create(&dc, &dec))) {
             snprintf(c->decoder, sizeof c->decoder, "%s", mk_decode_decoder(dec));
-            /* the first frame alone (a decoder's first frame of a size sets it up: nvJPEG's hardware decoder
-             * takes ~0.5 s), then the rate over the others */
+            /* The first frame alone (a decoder's first frame of a size sets it up: nvJPEG's hardware decoder
+             * takes 0.15-0.5 s), then the rate over the others. The kept copies are allocated before the rate's
+             * clock starts, at the first frame's geometry: a page-locked allocation per frame (~1 ms) on this
+             * thread would cap the rate below the decoders'. */
             uint64_t t0 = now_ns(), t1 = t0;
             int sub = 0, got = 0;
             int warm = 0; /* frame 0 is out of the pool (decoded, or skipped as corrupt) */
@@ -260,8 +262,14 @@ static int load_clip(const char *spec, int w, int h, int n, int threads, mk_deco
                 if (!warm) {
                     mk_decode_stats_t ds;
                     mk_decode_stats(dec, &ds);
-                    if ((warm = got > 0 || ds.corrupt > 0))
+                    if ((warm = got > 0 || ds.corrupt > 0)) {
+                        for (int i = 1; got > 0 && !rc && i < n; i++) {
+                            c->frames[i] = mk_image_desc(c->frames[0].width, c->frames[0].height,
+                                                         c->frames[0].format, MK_U8);
+                            rc = mk_image_alloc(pin, &c->frames[i], pin ? MK_MEM_PINNED : MK_MEM_HOST);
+                        }
                         t1 = now_ns();
+                    }
                 }
                 while (sub < (warm ? n : 1) && mk_decode_submit(dec, &in[sub], 0) == MK_DECODE_OK)
                     sub++;
@@ -273,10 +281,15 @@ static int load_clip(const char *spec, int w, int h, int n, int threads, mk_deco
                     break;
                 if (st != MK_DECODE_OK)
                     continue;
-                mk_image_t copy = mk_image_desc(d.image.width, d.image.height, d.image.format, MK_U8);
-                if (!(rc = mk_image_alloc(pin, &copy, pin ? MK_MEM_PINNED : MK_MEM_HOST)) &&
-                    !(rc = mk_image_copy(NULL, &copy, &d.image)))
-                    c->frames[got++] = copy;
+                mk_image_t *copy = &c->frames[got];
+                if (!copy->data || copy->width != d.image.width || copy->height != d.image.height ||
+                    copy->format != d.image.format) {
+                    mk_image_free(pin, copy);
+                    *copy = mk_image_desc(d.image.width, d.image.height, d.image.format, MK_U8);
+                    rc = mk_image_alloc(pin, copy, pin ? MK_MEM_PINNED : MK_MEM_HOST);
+                }
+                if (!rc && !(rc = mk_image_copy(NULL, copy, &d.image)))
+                    got++;
                 mk_decode_release(dec, &d);
             }
             double s = (double)(now_ns() - t1) / 1e9;
