@@ -296,10 +296,11 @@ static const mk_opt_t table[] = {
     INT("pipeline.decode_threads", pipeline.decode_threads, "2", 1, 16, 0, "MJPEG decoding threads."),
     ENUM("pipeline.decoder", pipeline.decoder, "cpu", v_decoder, 0,
          "MJPEG decoder: `cpu` (libjpeg-turbo on `pipeline.decode_threads` threads), `nvjpeg` (the GPU's JPEG "
-         "engine where it has one, else nvJPEG's hybrid decoder; needs libnvjpeg of the CUDA toolkit, opened at "
-         "start) or `auto`: nvJPEG when `backend` is CUDA and nvJPEG opens, else the CPU. On an H100 nvJPEG takes "
-         "~0.5 ms per 1280x720 frame where one CPU thread takes 4.6 ms (1080p: 1.1 against 12.7 ms), but it adds "
-         "~45 MB of host memory, which is why it is not the default. Without nvJPEG the CPU decodes (a warning "
+         "engine where it has one, else nvJPEG's hybrid decoder, on one thread whatever `pipeline.decode_threads`: "
+         "more contend for the engine; needs libnvjpeg of the CUDA toolkit, opened at start) or `auto`: nvJPEG "
+         "when `backend` is CUDA and nvJPEG opens, else the CPU. On an H100 at 1280x720 nvJPEG decodes ~1450 "
+         "frames/s (0.5 ms each) where four CPU threads decode ~440 (4.6 ms each on one thread), but it adds "
+         "17-30 MB of host memory, which is why it is not the default. Without nvJPEG the CPU decodes (a warning "
          "when `nvjpeg` was asked for); frames nvJPEG fails on are decoded on the CPU. `maskctl stats` shows the "
          "decoder in use."),
     INT("pipeline.inflight", pipeline.inflight, "2", 1, 4, 0,

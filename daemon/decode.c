@@ -250,15 +250,19 @@ static void *worker_main(void *arg)
 
 /* ---- API ------------------------------------------------------------------------------------------------- */
 
-/* cfg.decoder AUTO or NVJPEG: an nvJPEG decoder for every worker, or none at all (then TurboJPEG, with one log line
- * saying why: a warning when nvJPEG was asked for by name). */
+/* cfg.decoder AUTO or NVJPEG: the pool runs one worker with an nvJPEG decoder, or none at all (then TurboJPEG on
+ * cfg.threads workers, with one log line saying why: a warning when nvJPEG was asked for by name). One worker,
+ * because more nvJPEG decoders contend for the GPU's JPEG engine and each holds ~27 MB of host memory: H100, 720p,
+ * 1448 fps with one worker, 488 with two, 171 with four (NOTES.md, session 9). */
 static void open_gpu_decoders(struct mk_decode *d)
 {
     snprintf(d->decoder, sizeof d->decoder, "cpu");
     if (d->cfg.decoder == MK_DECODER_CPU)
         return;
     char why[600] = "";
-    int ok = mk_jpeg_gpu_available(why, sizeof why);
+    int ok = mk_jpeg_gpu_available(why, sizeof why), asked = d->cfg.threads;
+    if (ok)
+        d->cfg.threads = 1;
     for (int i = 0; ok && i < d->cfg.threads; i++)
         if (mk_jpeg_gpu_create(MK_JPEG_GPU_AUTO, &d->workers[i].gpu)) {
             snprintf(why, sizeof why, "%s", mk_err_msg());
@@ -269,20 +273,16 @@ static void open_gpu_decoders(struct mk_decode *d)
             mk_jpeg_gpu_destroy(d->workers[i].gpu);
             d->workers[i].gpu = NULL;
         }
+        d->cfg.threads = asked;
         if (d->cfg.decoder == MK_DECODER_NVJPEG)
             MK_WARN("decode pool: decoding MJPEG on the CPU although nvJPEG was asked for: %s", why);
         else
             MK_INFO("decode pool: decoding MJPEG on the CPU: %s", why);
         return;
     }
-    mk_jpeg_gpu_backend_t b = mk_jpeg_gpu_backend(d->workers[0].gpu);
-    for (int i = 1; i < d->cfg.threads; i++)
-        if (mk_jpeg_gpu_backend(d->workers[i].gpu) != b)
-            MK_INFO("decode pool: worker %d decodes with %s, worker 0 with %s", i,
-                    mk_jpeg_gpu_backend_name(mk_jpeg_gpu_backend(d->workers[i].gpu)), mk_jpeg_gpu_backend_name(b));
-    snprintf(d->decoder, sizeof d->decoder, "%s", mk_jpeg_gpu_backend_name(b));
-    MK_INFO("decode pool: MJPEG on the GPU with %s (%s), %d worker%s", d->decoder, mk_jpeg_gpu_library(),
-            d->cfg.threads, d->cfg.threads == 1 ? "" : "s");
+    snprintf(d->decoder, sizeof d->decoder, "%s", mk_jpeg_gpu_backend_name(mk_jpeg_gpu_backend(d->workers[0].gpu)));
+    MK_INFO("decode pool: MJPEG on the GPU with %s (%s), one worker (of %d asked: more contend for the GPU's JPEG "
+            "engine)", d->decoder, mk_jpeg_gpu_library(), asked);
 }
 
 int mk_decode_create(const mk_decode_config_t *cfg, mk_decode_t **out)
@@ -322,8 +322,8 @@ int mk_decode_create(const mk_decode_config_t *cfg, mk_decode_t **out)
         MK_INFO("decode pool: no page-locked output (%s): plain host memory", mk_err_msg());
         d->pin = NULL;
     }
-    open_gpu_decoders(d);
-    for (int i = 0; i < c.threads && !rc; i++) {
+    open_gpu_decoders(d); /* with nvJPEG: one worker (d->cfg.threads) */
+    for (int i = 0; i < d->cfg.threads && !rc; i++) {
         worker_t *w = &d->workers[i];
         w->dec = d;
         if (!(w->tj = tjInitDecompress()))
@@ -331,7 +331,7 @@ int mk_decode_create(const mk_decode_config_t *cfg, mk_decode_t **out)
         else if (c.raw_to_rgb)
             rc = mk_ctx_create(MK_BACKEND_CPU, &w->ctx);
     }
-    for (int i = 0; i < c.threads && !rc; i++) {
+    for (int i = 0; i < d->cfg.threads && !rc; i++) {
         if (pthread_create(&d->workers[i].thread, NULL, worker_main, &d->workers[i]) != 0)
             rc = mk_err_set(MK_ENOMEM, "cannot start decode thread %d", i);
         else

@@ -61,7 +61,7 @@ const char *mk_decoder_name(mk_decoder_t d);
 mk_decoder_t mk_decoder_for_backend(mk_decoder_t want, mk_backend_t backend);
 
 typedef struct {
-    int threads;       /* worker threads, 1..16 (2) */
+    int threads;       /* worker threads, 1..16 (2); one when nvJPEG decodes (see `decoder`) */
     int depth;         /* frames inside the pool at once, 1..64 (2 * threads + 2) */
     mk_format_t format; /* MJPEG output: MK_FMT_RGB (default) or MK_FMT_BGR */
     int raw_to_rgb;    /* 1: YUYV frames are converted to `format`; 0 (default): raw frames pass through */
