@@ -50,18 +50,27 @@ static void assert_same_image(const mk_image_t *a, const mk_image_t *b, const ch
             fail_msg("%s: row %d differs", what, y);
 }
 
-static mk_decode_t *pool(int threads, int depth, mk_format_t format, int raw_to_rgb, int strict)
+/* A pool of `decoder` (depth 0: the default); pool() below for TurboJPEG. */
+static mk_decode_t *pool_with(mk_decoder_t decoder, int threads, int depth, mk_format_t format, int raw_to_rgb,
+                              int strict, int pinned)
 {
     mk_decode_config_t c;
     mk_decode_config_init(&c);
+    c.decoder = decoder;
     c.threads = threads;
     c.depth = depth;
     c.format = format;
     c.raw_to_rgb = raw_to_rgb;
     c.strict = strict;
+    c.pinned = pinned;
     mk_decode_t *d = NULL;
     TU_OK(mk_decode_create(&c, &d));
     return d;
+}
+
+static mk_decode_t *pool(int threads, int depth, mk_format_t format, int raw_to_rgb, int strict)
+{
+    return pool_with(MK_DECODER_CPU, threads, depth, format, raw_to_rgb, strict, 0);
 }
 
 static mk_frame_t mjpeg_frame(const void *data, size_t len, uint64_t seq)
@@ -625,16 +634,7 @@ static tu_blob_t *testpattern_jpegs(int w, int h, int n)
 
 static mk_decode_t *decoder_pool(mk_decoder_t decoder, int threads, mk_format_t format, int strict, int pinned)
 {
-    mk_decode_config_t c;
-    mk_decode_config_init(&c);
-    c.threads = threads;
-    c.format = format;
-    c.strict = strict;
-    c.pinned = pinned;
-    c.decoder = decoder;
-    mk_decode_t *d = NULL;
-    TU_OK(mk_decode_create(&c, &d));
-    return d;
+    return pool_with(decoder, threads, 0, format, 0, strict, pinned);
 }
 
 /* Takes one output: checks that it is the next in order and keeps a copy in out[seq] (plain host memory). */
