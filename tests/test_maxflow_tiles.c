@@ -9,36 +9,36 @@
 #include <stdio.h>
 
 /* One axis of n pixels: coverage, and the other tiling's tile of every extended-region coordinate. */
-static void check_axis(int n)
+static void check_axis(int n, int T)
 {
     for (int o = 0; o < 2; o++) {
-        int nt = mk_pr_ntiles(n, o), no = mk_pr_ntiles(n, !o);
+        int nt = mk_pr_ntiles(n, o, T), no = mk_pr_ntiles(n, !o, T);
         for (int c = 0; c < nt; c++) {
-            int x0 = mk_pr_origin(c, o);
-            if (x0 >= n || x0 + MK_PR_TILE <= 0)
-                fail_msg("n %d tiling %d: tile %d [%d, %d) holds no pixel", n, o, c, x0, x0 + MK_PR_TILE);
-            int first = mk_pr_next_first(c, o);
-            for (int v = x0 - 1; v <= x0 + MK_PR_TILE; v++) {
+            int x0 = mk_pr_origin(c, o, T);
+            if (x0 >= n || x0 + T <= 0)
+                fail_msg("n %d tiling %d: tile %d [%d, %d) holds no pixel", n, o, c, x0, x0 + T);
+            int first = mk_pr_next_first(c, o, T);
+            for (int v = x0 - 1; v <= x0 + T; v++) {
                 if (v < 0 || v >= n)
                     continue;
-                int t = mk_pr_tile_of(v, !o);
+                int t = mk_pr_tile_of(v, !o, T);
                 if (t < 0 || t >= no || t - first < 0 || t - first > 1)
                     fail_msg("n %d tiling %d tile %d: pixel %d is in tile %d of the other tiling, not %d or %d", n, o,
                              c, v, t, first, first + 1);
-                if (v < mk_pr_origin(t, !o) || v >= mk_pr_origin(t, !o) + MK_PR_TILE)
+                if (v < mk_pr_origin(t, !o, T) || v >= mk_pr_origin(t, !o, T) + T)
                     fail_msg("n %d: tile_of(%d, %d) = %d does not hold it", n, v, !o, t);
             }
         }
         for (int v = 0; v < n; v++) {
-            int c = mk_pr_tile_of(v, o);
-            if (c < 0 || c >= nt || v < mk_pr_origin(c, o) || v >= mk_pr_origin(c, o) + MK_PR_TILE)
+            int c = mk_pr_tile_of(v, o, T);
+            if (c < 0 || c >= nt || v < mk_pr_origin(c, o, T) || v >= mk_pr_origin(c, o, T) + T)
                 fail_msg("n %d tiling %d: pixel %d put in tile %d of %d", n, o, v, c, nt);
         }
-        for (int v = -MK_PR_TILE / 2 - 1; v < n + MK_PR_TILE; v++) {
-            int q = v + mk_pr_offset(o), floor_div = q >= 0 ? q / MK_PR_TILE : -((-q + MK_PR_TILE - 1) / MK_PR_TILE);
-            if (mk_pr_tile_of(v, o) != floor_div)
-                fail_msg("tile_of(%d, %d) = %d, floor((%d + %d) / %d) = %d", v, o, mk_pr_tile_of(v, o), v,
-                         mk_pr_offset(o), MK_PR_TILE, floor_div);
+        for (int v = -T / 2 - 1; v < n + T; v++) {
+            int q = v + mk_pr_offset(o, T), floor_div = q >= 0 ? q / T : -((-q + T - 1) / T);
+            if (mk_pr_tile_of(v, o, T) != floor_div)
+                fail_msg("tile_of(%d, %d) = %d, floor((%d + %d) / %d) = %d", v, o, mk_pr_tile_of(v, o, T), v,
+                         mk_pr_offset(o, T), T, floor_div);
         }
     }
 }
@@ -46,31 +46,33 @@ static void check_axis(int n)
 static void test_axes(void **state)
 {
     (void)state;
-    for (int n = 1; n <= 4200; n++)
-        check_axis(n);
-    check_axis(MK_IMAGE_MAX_DIM);
+    for (int T = 16; T <= 32; T += 16) {
+        for (int n = 1; n <= 4200; n++)
+            check_axis(n, T);
+        check_axis(MK_IMAGE_MAX_DIM, T);
+    }
 }
 
 /* Two dimensions: the bit names the tile holding the pixel, and tiles of one tiling never overlap. */
-static void check_grid(int w, int h)
+static void check_grid(int w, int h, int T)
 {
     for (int o = 0; o < 2; o++) {
-        int ntx = mk_pr_ntiles(w, o), nty = mk_pr_ntiles(h, o);
+        int ntx = mk_pr_ntiles(w, o, T), nty = mk_pr_ntiles(h, o, T);
         for (int cy = 0; cy < nty; cy++)
             for (int cx = 0; cx < ntx; cx++) {
-                int x0 = mk_pr_origin(cx, o), y0 = mk_pr_origin(cy, o);
-                int fx = mk_pr_next_first(cx, o), fy = mk_pr_next_first(cy, o);
-                for (int y = y0 - 1; y <= y0 + MK_PR_TILE; y++)
-                    for (int x = x0 - 1; x <= x0 + MK_PR_TILE; x++) {
+                int x0 = mk_pr_origin(cx, o, T), y0 = mk_pr_origin(cy, o, T);
+                int fx = mk_pr_next_first(cx, o, T), fy = mk_pr_next_first(cy, o, T);
+                for (int y = y0 - 1; y <= y0 + T; y++)
+                    for (int x = x0 - 1; x <= x0 + T; x++) {
                         if (x < 0 || y < 0 || x >= w || y >= h)
                             continue;
-                        unsigned bit = mk_pr_next_bit(x, y, cx, cy, o);
+                        unsigned bit = mk_pr_next_bit(x, y, cx, cy, o, T);
                         if (bit != 1 && bit != 2 && bit != 4 && bit != 8)
                             fail_msg("%dx%d tiling %d tile (%d, %d): bit %#x for (%d, %d)", w, h, o, cx, cy, bit, x, y);
                         int c = fx + (bit == 2 || bit == 8), r = fy + (bit >= 4);
-                        if (c != mk_pr_tile_of(x, !o) || r != mk_pr_tile_of(y, !o))
+                        if (c != mk_pr_tile_of(x, !o, T) || r != mk_pr_tile_of(y, !o, T))
                             fail_msg("%dx%d tiling %d tile (%d, %d): (%d, %d) is in (%d, %d), bit %#x says (%d, %d)", w,
-                                     h, o, cx, cy, x, y, mk_pr_tile_of(x, !o), mk_pr_tile_of(y, !o), bit, c, r);
+                                     h, o, cx, cy, x, y, mk_pr_tile_of(x, !o, T), mk_pr_tile_of(y, !o, T), bit, c, r);
                     }
             }
     }
@@ -81,11 +83,13 @@ static void test_grids(void **state)
     (void)state;
     const int sizes[][2] = {{1, 1}, {1, 77}, {77, 1}, {16, 16}, {17, 15}, {31, 33}, {32, 32}, {33, 31}, {48, 48},
                             {49, 47}, {64, 64}, {640, 480}, {416, 416}, {1920, 1080}};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        check_grid(sizes[i][0], sizes[i][1]);
-    tu_rng_t r = {99};
-    for (int i = 0; i < 40; i++)
-        check_grid(tu_rand_int(&r, 1, 300), tu_rand_int(&r, 1, 300));
+    for (int T = 16; T <= 32; T += 16) {
+        for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+            check_grid(sizes[i][0], sizes[i][1], T);
+        tu_rng_t r = {99};
+        for (int i = 0; i < 40; i++)
+            check_grid(tu_rand_int(&r, 1, 300), tu_rand_int(&r, 1, 300), T);
+    }
 }
 
 int main(void)
