@@ -645,6 +645,31 @@ __device__ __forceinline__ void pf_pass(const pr_args &a, unsigned gp, int kind,
     }
 }
 
+/* The end of pass gp: the leader clears the counter of the pass after next and counts this one (*kind), the grid
+ * barrier, then whether another pass follows: some tile was woken (cnt) and the cap on passes is not reached
+ * (status 2 when it is). */
+template <bool P>
+__device__ __forceinline__ bool pass_end(const pr_args &a, cg::grid_group &grid, sm_block &sb, bool leader, int *kind,
+                                         const unsigned *cnt, unsigned &gp, int &passes, int &status, long long &t0)
+{
+    if (leader) {
+        a.ctl->cnt[(gp + 2) % 3] = 0;
+        (*kind)++;
+    }
+    pf_mark<P>(a, sb, PF_SKIP, t0);
+    grid.sync();
+    pf_mark<P>(a, sb, PF_SYNC, t0);
+    const unsigned woken = __ldcg(cnt);
+    gp++;
+    if (!woken)
+        return false;
+    if (++passes >= kMaxPasses) {
+        status = 2;
+        return false;
+    }
+    return true;
+}
+
 /* ---- the solve ---- */
 
 template <bool P>
@@ -728,21 +753,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                 if (leader)
                     a.ctl->active = a.ctl->dmax = 0;
             }
-            if (leader) {
-                a.ctl->cnt[(gp + 2) % 3] = 0;
-                a.ctl->bfs_passes++;
-            }
-            pf_mark<P>(a, sb, PF_SKIP, t0);
-            grid.sync();
-            pf_mark<P>(a, sb, PF_SYNC, t0);
-            unsigned woken = __ldcg(cnt);
-            gp++;
-            if (!woken)
+            if (!pass_end<P>(a, grid, sb, leader, &a.ctl->bfs_passes, cnt, gp, passes, status, t0))
                 break;
-            if (++passes >= kMaxPasses) {
-                status = 2;
-                break;
-            }
         }
         if (status)
             break;
@@ -816,21 +828,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                 slow = max(slow, t0 - v0);
             }
             pf_pass<P>(a, gp, 2, slow);
-            if (leader) {
-                a.ctl->cnt[(gp + 2) % 3] = 0;
-                a.ctl->push_passes++;
-            }
-            pf_mark<P>(a, sb, PF_SKIP, t0);
-            grid.sync();
-            pf_mark<P>(a, sb, PF_SYNC, t0);
-            unsigned woken = __ldcg(cnt);
-            gp++;
-            if (!woken)
+            if (!pass_end<P>(a, grid, sb, leader, &a.ctl->push_passes, cnt, gp, passes, status, t0))
                 break;
-            if (++passes >= kMaxPasses) {
-                status = 2;
-                break;
-            }
         }
         if (status)
             break;
