@@ -394,13 +394,15 @@ __device__ __noinline__ int warp_bfs(sm_push &s, int i)
  * raised to them (never lowered), and a pixel that reaches neither gets kInf. Returns the highest label below hc
  * of a pixel with excess, 0 if there is none (labels are >= 1).
  *
- * Bit-parallel, by warp 0 alone: lane j holds row j of the tile as 32-bit masks (bit i = pixel (i, j)), one per
- * direction for the residual arcs, and the BFS goes level by level: the pixels reached at level L + 1 are those
+ * Bit-parallel, by warp 0 alone: lane j holds row j of the tile as a word per direction for the residual arcs (bit
+ * i = pixel (i, j)), and the BFS goes level by level: the pixels reached at level L + 1 are those
  * with a residual arc to a pixel reached at level L (shifts within the row, shuffles between rows), plus the seeds
  * of level L + 1 (the sinks at 1; a border pixel at 1 + the lowest ring label it has a residual arc to). When a
  * level reaches nothing new the BFS jumps to the lowest seed still ahead. A level costs a few dozen instructions of
- * one warp, where relaxing every pixel to a fixpoint cost every thread of the block a step and a barrier per hop.
- * The distances are those of the relaxation (both are the exact shortest distances from the seeds). */
+ * one warp (~400 cycles, a chain of dependent instructions), where relaxing every pixel to a fixpoint cost every
+ * thread of the block a step and a barrier per hop. The level index of each pixel is kept in bit planes (past
+ * kLevels levels the labels are written directly). The distances are those of the relaxation (both are the exact
+ * shortest distances from the seeds). */
 __device__ int push_local_bfs(const pr_args &a, sm_block &sb, int x0, int y0, int hc, int &iters, unsigned &mk)
 {
     sm_push &s = sb.u.p;
