@@ -70,8 +70,10 @@ enum {
     PF_N,
     PF_PASS_MAX = 32,       /* per pass: the slowest visit's cycles */
     PF_MAX_PASSES = 4096,
-    PF_PASS_KIND = PF_PASS_MAX + PF_MAX_PASSES, /* per pass: 1 BFS, 2 push */
-    PF_TOTAL = PF_PASS_KIND + PF_MAX_PASSES
+    PF_PASS_KIND = PF_PASS_MAX + PF_MAX_PASSES, /* per pass: 1 BFS, 2 push, | the tiles visited << 2 */
+    PF_MAX_ROUNDS = 256,
+    PF_ROUND = PF_PASS_KIND + PF_MAX_PASSES,    /* per global relabel: active pixels | largest distance << 32 | 1 << 63 */
+    PF_TOTAL = PF_ROUND + PF_MAX_ROUNDS
 };
 
 struct pr_args {
@@ -262,7 +264,7 @@ void prof_report(const mk_pr_solver_t *s, const unsigned long long *dev)
     double crit[3] = {0, 0, 0};
     int n[3] = {0, 0, 0};
     for (unsigned long long g = 0; g < passes && g < (unsigned long long)PF_MAX_PASSES; g++) {
-        int k = (int)v[PF_PASS_KIND + g];
+        int k = (int)(v[PF_PASS_KIND + g] & 3u);
         if (k == 1 || k == 2) {
             crit[k] += (double)v[PF_PASS_MAX + g];
             n[k]++;
@@ -281,6 +283,16 @@ void prof_report(const mk_pr_solver_t *s, const unsigned long long *dev)
             v[PF_PUSH_STORE] * us_per_cycle / s->blocks, v[PF_BFS_VISIT] * us_per_cycle / s->blocks,
             v[PF_SYNC] * us_per_cycle / s->blocks, v[PF_SKIP] * us_per_cycle / s->blocks,
             v[PF_LABELS] * us_per_cycle / s->blocks, n[1], crit[1] * us_per_cycle, n[2], crit[2] * us_per_cycle);
+    /* the passes in order: B (BFS) or P (push), the tiles visited, the slowest visit in us; then each global
+     * relabel's active pixels and largest distance */
+    fprintf(stderr, "maxflow passes:");
+    for (unsigned long long g = 0; g < passes && g < (unsigned long long)PF_MAX_PASSES; g++)
+        fprintf(stderr, " %c%llu/%.1f", (v[PF_PASS_KIND + g] & 3u) == 1 ? 'B' : 'P', v[PF_PASS_KIND + g] >> 2,
+                (double)v[PF_PASS_MAX + g] * us_per_cycle);
+    fprintf(stderr, "\nmaxflow relabels (active pixels/largest distance):");
+    for (int g = 0; g < PF_MAX_ROUNDS && v[PF_ROUND + g]; g++)
+        fprintf(stderr, " %llu/%llu", v[PF_ROUND + g] & 0xffffffffu, (v[PF_ROUND + g] >> 32) & 0x7fffffffu);
+    fprintf(stderr, "\n");
 }
 
 /* MASKD_MAXFLOW_CHECK: the last solve's result against its definition, on the host. */
@@ -410,7 +422,7 @@ extern "C" mk_pr_params_t mk_pr_params_default(void)
     mk_pr_params_t p;
     p.sweeps = 8;
     p.push_passes = 0; /* by the grid's size (passes_between_relabels) */
-    p.margin = 64;
+    p.margin = 8;
     p.max_rounds = 1000;
     return p;
 }

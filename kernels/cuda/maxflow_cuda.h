@@ -51,7 +51,7 @@ extern "C" {
 
 typedef struct mk_pr_solver mk_pr_solver_t;
 
-/* Tuning knobs (mk_pr_params_default: sweeps 8, push_passes 0, margin 64, max_rounds 1000). */
+/* Tuning knobs (mk_pr_params_default: sweeps 8, push_passes 0, margin 8, max_rounds 1000). */
 typedef struct {
     int sweeps;      /* push/relabel sweeps per tile visit, 1..1024 */
     int push_passes; /* push passes between two global relabels, 1..1024; 0: by the grid's size (8..24) */

@@ -31,6 +31,9 @@ struct sm_push {
     unsigned late[kTile];      /* local BFS: the pixels it reached past kLevels levels (their labels are set) */
     unsigned plane[kLevelBits][kTile]; /* local BFS: bit b of the level index at which each pixel was reached */
     int level[kLevels];        /* local BFS: the distance of each level index */
+    /* 16 x 16 tiles: the capacities of the pixels' stored edges, for the flows stored at the end of the visit
+     * (32 x 32 tiles load them again there: their static shared memory is nearly full) */
+    int cap[kTile == 16 ? 4 : 1][kTile == 16 ? kTile * kTile : 1];
 };
 
 struct sm_bfs {
@@ -498,7 +501,9 @@ __device__ int push_pixel(const pr_args &a, sm_push &s, int i, int j, int x, int
         int vi = i + ddx(d), vj = j + ddy(d);
         if (vi >= 0 && vi < kTile && vj >= 0 && vj < kTile) {
             int vidx = vj * kTile + vi;
-            s.r[d ^ 4][vidx] += delta; /* v is lower: it does not push back along this edge in this step */
+            /* v is lower: it does not push back along this edge in this step, so nothing else writes this
+             * residual; an atomic add (its result unused) spares the latency of the load in a plain += */
+            atomicAdd(&s.r[d ^ 4][vidx], delta);
             atomicAdd(&s.w[vidx], delta);
             cand = max(cand, hn[d]);
         } else {
@@ -557,6 +562,11 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
         if (inside(a, x, y)) {
             pixel_state(a, x, y, r, w);
             h = __ldcg(a.lab + at(a, x, y));
+            if (kTile == 16) {
+#pragma unroll
+                for (int d = 0; d < 4; d++)
+                    s.cap[d][idx] = __ldg(a.cap[d] + at(a, x, y));
+            }
         }
 #pragma unroll
         for (int d = 0; d < 8; d++)
@@ -622,7 +632,7 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
         for (int d = 0; d < 4; d++) {
             int vi = i + ddx(d), vj = j + ddy(d);
             if (vi >= 0 && vi < kTile && vj < kTile && inside(a, x + ddx(d), y + ddy(d)))
-                __stcg(a.flow[d] + p, __ldg(a.cap[d] + p) - s.r[d][idx]);
+                __stcg(a.flow[d] + p, (kTile == 16 ? s.cap[d][idx] : __ldg(a.cap[d] + p)) - s.r[d][idx]);
         }
         if (s.w[idx] > 0 && h < hc)
             bits |= mk_pr_next_bit(x, y, cx, cy, o, kTile);
@@ -638,12 +648,12 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
 
 /* The profile's per-pass slot: the slowest visit of pass g (thread 0). */
 template <bool P>
-__device__ __forceinline__ void pf_pass(const pr_args &a, unsigned gp, int kind, long long cycles)
+__device__ __forceinline__ void pf_pass(const pr_args &a, unsigned gp, int kind, int tiles, long long cycles)
 {
     if (P && a.prof && threadIdx.x == 0 && gp < (unsigned)PF_MAX_PASSES) {
         atomicMax(a.prof + PF_PASS_MAX + gp, (unsigned long long)cycles);
         if (blockIdx.x == 0)
-            a.prof[PF_PASS_KIND + gp] = (unsigned long long)kind;
+            a.prof[PF_PASS_KIND + gp] = (unsigned long long)kind | (unsigned long long)tiles << 2;
     }
 }
 
@@ -745,7 +755,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                 pf_count<P>(a, sb, PF_BFS_VISITS, 1);
                 slow = max(slow, t0 - v0);
             }
-            pf_pass<P>(a, gp, 1, slow);
+            pf_pass<P>(a, gp, 1, n, slow);
             if (first) {
                 for (long long t = gtid; t < ntile1; t += gsize) {
                     if (t < ntile0)
@@ -802,6 +812,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         pf_mark<P>(a, sb, PF_SYNC, t0);
         active = __ldcg(&a.ctl->active);
         dmax = __ldcg(&a.ctl->dmax);
+        if (P && a.prof && leader && round < PF_MAX_ROUNDS)
+            a.prof[PF_ROUND + round] = (unsigned)active | (unsigned long long)(unsigned)dmax << 32 | 1ull << 63;
         if (!active)
             break;
         if (round + 1 >= a.max_rounds) {
@@ -829,7 +841,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                 pf_count<P>(a, sb, PF_PUSH_VISITS, 1);
                 slow = max(slow, t0 - v0);
             }
-            pf_pass<P>(a, gp, 2, slow);
+            pf_pass<P>(a, gp, 2, n, slow);
             if (!pass_end<P>(a, grid, sb, leader, &a.ctl->push_passes, cnt, gp, passes, status, t0))
                 break;
         }
