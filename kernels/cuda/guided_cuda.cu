@@ -37,12 +37,13 @@ namespace {
 const unsigned kFull = 0xffffffffu;
 const int kWarp = 32, kLaneCols = 4, kStripCols = kWarp * kLaneCols, kRMax = MK_GUIDED_TILE_RADIUS;
 const int kStripWarps = 4, kStripThreads = kStripWarps * kWarp;
-/* up_kernel: a block of kUpThreads threads for kUpCols x kUpRows output pixels, a thread per column and every
- * (kUpThreads / kUpCols)-th row; the y-interpolated means of the block's rows in at most kUpVMax low-resolution
+/* up_kernel: a block of kUpThreads threads for kUpCols x kUpRows output pixels, a thread per kUpPx neighbouring
+ * columns and every kUpStep-th row; the y-interpolated means of the block's rows in at most kUpVMax low-resolution
  * columns. Columns x .. x + kUpCols - 1 reach from i0(x) = floor((2x + 1 - s) / 2s) to i1 = floor((2x + 2 kUpCols -
  * 1 - s) / 2s) + 1: at most ceil((kUpCols - 1) / s) + 2 columns, 66 at s = 2 (the worst case, for any alignment of
  * x). */
-const int kUpCols = 128, kUpRows = 16, kUpThreads = 256, kUpStep = kUpThreads / kUpCols;
+const int kUpCols = 128, kUpRows = 32, kUpThreads = 256, kUpPx = 4, kUpTx = kUpCols / kUpPx,
+          kUpStep = kUpThreads / kUpTx;
 const int kUpVMax = kUpCols / 2 + 2;
 
 /* The most low-resolution columns kUpCols neighbouring output columns reach, over every scale and alignment (the
@@ -415,6 +416,50 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
     }
 }
 
+/* The reduced guide pixel (x, y) for scale S whose S x S block lies inside the guide, as mk_px_guide_at computes
+ * it, levels in bytes 0..C-1; every load issued before any sum. WORDS: the block's rows are read in words (the guide's
+ * address and pitch are multiples of 4 bytes, and S C is). */
+template <int C, int S, bool WORDS> __device__ __forceinline__ unsigned reduced_px(const in_t &in, int x, int y)
+{
+    const uint8_t *p = in.guide + (size_t)y * S * in.gpitch + (size_t)x * S * C;
+    int sum[3] = {0, 0, 0};
+    if constexpr (WORDS) {
+        static_assert(S * C % 4 == 0, "a block row in words");
+        constexpr int NW = S * C / 4;
+        unsigned v[S][NW];
+#pragma unroll
+        for (int i = 0; i < S; i++)
+#pragma unroll
+            for (int k = 0; k < NW; k++)
+                v[i][k] = __ldg((const unsigned *)(p + (size_t)i * in.gpitch) + k);
+#pragma unroll
+        for (int i = 0; i < S; i++)
+#pragma unroll
+            for (int k = 0; k < NW; k++)
+#pragma unroll
+                for (int b = 0; b < 4; b++)
+                    sum[(4 * k + b) % C] += (int)((v[i][k] >> (8 * b)) & 255u);
+    } else {
+        uint8_t v[S][S * C];
+#pragma unroll
+        for (int i = 0; i < S; i++)
+#pragma unroll
+            for (int k = 0; k < S * C; k++)
+                v[i][k] = __ldg(p + (size_t)i * in.gpitch + k);
+#pragma unroll
+        for (int i = 0; i < S; i++)
+#pragma unroll
+            for (int k = 0; k < S * C; k++)
+                sum[k % C] += v[i][k];
+    }
+    constexpr int cnt = S * S;
+    unsigned u = 0;
+#pragma unroll
+    for (int c = 0; c < C; c++)
+        u |= (unsigned)((2 * sum[c] + cnt) / (2 * cnt)) << (8 * c);
+    return u;
+}
+
 /* ---- the fast filter's low-resolution pass in one kernel ----------------------------------------------- */
 
 /* low_kernel: a block computes the means of a TW x TH tile of the working image from the reduced guide and the
@@ -591,64 +636,34 @@ template <int C, int S> __global__ void reduce_kernel(in_t in, mk_guided_plan_t 
     allow_next_kernel();
     if (x >= pl.wl || y >= pl.hl)
         return;
+    unsigned *dst = rg + (size_t)y * pl.wl + x;
+    if constexpr (S > 0) {
+        if ((x + 1) * S <= pl.w && (y + 1) * S <= pl.h) { /* a whole block: every load issued at once */
+            if constexpr (S * C % 4 == 0)
+                *dst = in.g4 ? reduced_px<C, S, true>(in, x, y) : reduced_px<C, S, false>(in, x, y);
+            else
+                *dst = reduced_px<C, S, false>(in, x, y);
+            return;
+        }
+    }
     const int s = S > 0 ? S : pl.s;
     const int xa = x * s, ya = y * s, xb = min(xa + s, pl.w), yb = min(ya + s, pl.h), n = (xb - xa) * C;
     int sum[3] = {0, 0, 0};
-    bool done = false;
-    if constexpr (S > 0) {
-        if (xb - xa == S && yb - ya == S) { /* a whole block: every load issued at once */
-            if constexpr (S * C % 4 == 0) {
-                if (in.g4) { /* in words */
-                    constexpr int NW = S * C / 4;
-                    unsigned v[S][NW];
-#pragma unroll
-                    for (int i = 0; i < S; i++)
-#pragma unroll
-                        for (int k = 0; k < NW; k++)
-                            v[i][k] = __ldg((const unsigned *)(in.guide + (size_t)(ya + i) * in.gpitch +
-                                                               (size_t)xa * C) + k);
-#pragma unroll
-                    for (int i = 0; i < S; i++)
-#pragma unroll
-                        for (int k = 0; k < NW; k++)
-#pragma unroll
-                            for (int b = 0; b < 4; b++)
-                                sum[(4 * k + b) % C] += (int)((v[i][k] >> (8 * b)) & 255u);
-                    done = true;
-                }
-            }
-            if (!done) {
-                uint8_t v[S][S * C];
-#pragma unroll
-                for (int i = 0; i < S; i++)
-#pragma unroll
-                    for (int k = 0; k < S * C; k++)
-                        v[i][k] = __ldg(in.guide + (size_t)(ya + i) * in.gpitch + (size_t)xa * C + k);
-#pragma unroll
-                for (int i = 0; i < S; i++)
-#pragma unroll
-                    for (int k = 0; k < S * C; k++)
-                        sum[k % C] += v[i][k];
-                done = true;
-            }
-        }
-    }
-    if (!done)
 #pragma unroll 2
-        for (int yy = ya; yy < yb; yy++) {
-            const uint8_t *p = in.guide + (size_t)yy * in.gpitch + (size_t)xa * C;
+    for (int yy = ya; yy < yb; yy++) {
+        const uint8_t *p = in.guide + (size_t)yy * in.gpitch + (size_t)xa * C;
 #pragma unroll 4
-            for (int k = 0; k < n; k += C)
+        for (int k = 0; k < n; k += C)
 #pragma unroll
-                for (int c = 0; c < C; c++)
-                    sum[c] += __ldg(p + k + c);
-        }
+            for (int c = 0; c < C; c++)
+                sum[c] += __ldg(p + k + c);
+    }
     const int cnt = (xb - xa) * (yb - ya);
     unsigned u = 0;
 #pragma unroll
     for (int c = 0; c < C; c++)
         u |= (unsigned)((2 * sum[c] + cnt) / (2 * cnt)) << (8 * c);
-    rg[(size_t)y * pl.wl + x] = u;
+    *dst = u;
 }
 
 /* reduce_kernel for pl.s, launched as any first kernel of a call. */
@@ -664,64 +679,73 @@ template <int C> int launch_reduce(cudaStream_t st, const in_t &in, const mk_gui
     return MK_CUDA_LAUNCH_CHECK(reduce_kernel);
 }
 
-/* Over the whole output (dw x dh): a block's kUpCols x kUpRows pixels (two blocks per SM at 1080p). A thread owns
- * a column (its interpolation coordinates and addresses in registers) and every kUpStep-th row, and loads its guide
- * pixels before the wait for the means; then the means of each of the block's rows are interpolated along y once
- * per low-resolution column (shared memory), and each pixel interpolates those along x and applies them
- * (mk_px_guided_up's order). A warp's guide loads and u8 or f32 stores are one row segment. */
-/* One pixel's product: q as float (F32) or its u8 mask product. */
-template <bool F32> __device__ __forceinline__ void put_q(char *o, float q, const mk_mask_out_t &out)
-{
-    if constexpr (F32)
-        *(float *)o = q;
-    else
-        *(uint8_t *)o = mk_px_mask_u8(q, out.mode, out.thresh, out.feather);
-}
-
+/* Over the whole output (dw x dh): a block's kUpCols x kUpRows pixels. A thread owns kUpPx neighbouring columns
+ * (their interpolation coordinates from a table the block fills, one column per thread) and every kUpStep-th row,
+ * and loads its guide pixels before the wait for the means: a row's kUpPx pixels in C words where the guide's
+ * alignment allows (vec & 1). Then the means of each of the block's rows are interpolated along y once per
+ * low-resolution column (shared memory), and each pixel interpolates those along x and applies them
+ * (mk_px_guided_up_row, mk_px_guided_up's order); the u8 products of a thread's row leave in one word, f32 ones in
+ * one float4 (vec & 2). Pixels outside the pasted rectangle get 0. */
 template <int C, bool F32>
 __global__ void __launch_bounds__(kUpThreads) up_kernel(in_t in, mk_guided_plan_t pl, const float *__restrict__ means,
-                                                        mk_mask_out_t out)
+                                                        mk_mask_out_t out, int vec)
 {
-    constexpr int NC = C + 1, kUpPx = kUpRows / kUpStep;
-    static_assert(kUpRows % kUpStep == 0 && kUpRows <= kUpThreads, "up_kernel's layout");
-    __shared__ int sj0[kUpRows], sj1[kUpRows], sib[2];
-    __shared__ float sfy[kUpRows];
+    constexpr int NC = C + 1, NR = kUpRows / kUpStep;
+    static_assert(kUpRows % kUpStep == 0 && kUpCols + kUpRows <= kUpThreads, "up_kernel's layout");
+    __shared__ int sj0[kUpRows], sj1[kUpRows], si0[kUpCols], si1[kUpCols];
+    __shared__ float sfy[kUpRows], sfx[kUpCols];
     __shared__ __align__(16) float sv[kUpRows][kUpVMax][NC];
-    const int t = (int)threadIdx.x, col = t % kUpCols, sub = t / kUpCols;
-    const int dx0 = (int)blockIdx.x * kUpCols, dy0 = (int)blockIdx.y * kUpRows, dx = dx0 + col, x = dx - out.x;
-    if (t < kUpRows)
-        mk_px_up_coord(mk_px_clamp(dy0 + t - out.y, 0, pl.h - 1), pl.s, pl.hl, &sj0[t], &sj1[t], &sfy[t]);
-    /* this column's low-resolution columns (clamped outside the rectangle); the block's first and last give the
-     * range of columns interpolated along y */
-    int i0, i1;
-    float fx;
-    mk_px_up_coord(mk_px_clamp(x, 0, pl.w - 1), pl.s, pl.wl, &i0, &i1, &fx);
-    if (t == 0)
-        sib[0] = i0;
-    else if (t == kUpCols - 1)
-        sib[1] = i1;
-    const bool col_in = dx < out.dw, x_in = col_in && x >= 0 && x < pl.w;
-    /* the rows of this thread inside the rectangle and dst: [ka, kb) of k, row dy0 + sub + kUpStep k */
+    const int t = (int)threadIdx.x, tx = t % kUpTx, sub = t / kUpTx;
+    const int dx0 = (int)blockIdx.x * kUpCols, dy0 = (int)blockIdx.y * kUpRows, dxa = dx0 + kUpPx * tx;
+    const int xa = dxa - out.x; /* the guide column of the thread's first pixel */
+    /* the interpolation coordinates of the block's columns and rows, one per thread */
+    if (t < kUpCols)
+        mk_px_up_coord(mk_px_clamp(dx0 + t - out.x, 0, pl.w - 1), pl.s, pl.wl, &si0[t], &si1[t], &sfx[t]);
+    else if (t - kUpCols < kUpRows)
+        mk_px_up_coord(mk_px_clamp(dy0 + t - kUpCols - out.y, 0, pl.h - 1), pl.s, pl.hl, &sj0[t - kUpCols],
+                       &sj1[t - kUpCols], &sfy[t - kUpCols]);
+    bool xin[kUpPx];
+#pragma unroll
+    for (int p = 0; p < kUpPx; p++)
+        xin[p] = dxa + p < out.dw && xa + p >= 0 && xa + p < pl.w;
+    const bool all_in = xin[0] && xin[kUpPx - 1], vg = (vec & 1) && all_in, vo = (vec & 2) && dxa + kUpPx <= out.dw;
+    /* the thread's rows inside the rectangle: [ka, kb) of k, row dy0 + sub + kUpStep k */
     const int yb = min(out.dh, out.y + pl.h) - dy0 - sub, ya = out.y - dy0 - sub;
     const int ka = ya > 0 ? (ya + kUpStep - 1) / kUpStep : 0, kb = yb > 0 ? (yb + kUpStep - 1) / kUpStep : 0;
-    const size_t gstep = (size_t)kUpStep * in.gpitch, ostep = (size_t)kUpStep * out.pitch;
-    unsigned gp[kUpPx];
+    unsigned gw[NR][C]; /* row k's guide bytes of the kUpPx pixels, in memory order */
     {
-        const uint8_t *p = in.guide + (ptrdiff_t)(dy0 + sub - out.y) * (ptrdiff_t)in.gpitch + (ptrdiff_t)x * C;
+        const uint8_t *p = in.guide + (ptrdiff_t)(dy0 + sub - out.y) * (ptrdiff_t)in.gpitch + (ptrdiff_t)xa * C;
+        const size_t gstep = (size_t)kUpStep * in.gpitch;
 #pragma unroll
-        for (int k = 0; k < kUpPx; k++, p += gstep) {
-            gp[k] = 0;
-            if (x_in && k >= ka && k < kb)
+        for (int k = 0; k < NR; k++, p += gstep) {
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                gw[k][c] = 0;
+            if (k < ka || k >= kb)
+                continue;
+            if (vg) {
 #pragma unroll
                 for (int c = 0; c < C; c++)
-                    gp[k] |= (unsigned)__ldg(p + c) << (8 * c);
+                    gw[k][c] = __ldg((const unsigned *)p + c);
+            } else {
+#pragma unroll
+                for (int b = 0; b < kUpPx * C; b++)
+                    if (xin[b / C])
+                        gw[k][b / 4] |= (unsigned)__ldg(p + b) << (8 * (b % 4));
+            }
         }
     }
     __syncthreads();
     wait_previous_kernel(); /* the means */
-    /* the block's rows interpolated along y at its ni low-resolution columns: kUpRows x ni entries over the threads
-     * (row e / ni by a float reciprocal: exact, e < kUpRows * kUpVMax) */
-    const int ilo = sib[0], ni = sib[1] - ilo + 1;
+    const int ilo = si0[0], ni = si1[kUpCols - 1] - ilo + 1;
+    int i0[kUpPx], i1[kUpPx];
+    float fx[kUpPx];
+#pragma unroll
+    for (int p = 0; p < kUpPx; p++) {
+        i0[p] = si0[kUpPx * tx + p] - ilo;
+        i1[p] = si1[kUpPx * tx + p] - ilo;
+        fx[p] = sfx[kUpPx * tx + p];
+    }
     const float rni = 1.0f / (float)ni;
     for (int e = t; e < kUpRows * ni; e += kUpThreads) {
         const int r = (int)(((float)e + 0.5f) * rni), i = e - r * ni;
@@ -734,26 +758,55 @@ __global__ void __launch_bounds__(kUpThreads) up_kernel(in_t in, mk_guided_plan_
             sv[r][i][c] = mk_px_lerp(gy, m0[c], fy, m1[c]);
     }
     __syncthreads();
-    if (!col_in)
+    if (dxa >= out.dw)
         return;
-    char *o = (char *)out.data + (size_t)(dy0 + sub) * out.pitch + (size_t)dx * (F32 ? 4 : 1);
-    const int kend = min(kUpPx, (out.dh - dy0 - sub + kUpStep - 1) / kUpStep);
-    const float *vl = sv[sub][i0 - ilo], *vr = sv[sub][i1 - ilo];
-#pragma unroll /* fully: gp stays in registers */
-    for (int k = 0; k < kUpPx; k++, o += ostep) {
+    char *o = (char *)out.data + (size_t)(dy0 + sub) * out.pitch + (size_t)dxa * (F32 ? 4 : 1);
+    const size_t ostep = (size_t)kUpStep * out.pitch;
+    const int kend = min(NR, (out.dh - dy0 - sub + kUpStep - 1) / kUpStep);
+#pragma unroll
+    for (int k = 0; k < NR; k++, o += ostep) {
         if (k >= kend)
             continue;
-        if (x_in && k >= ka && k < kb) {
+        const bool row_in = k >= ka && k < kb;
+        float q[kUpPx];
+        const int r = sub + kUpStep * k;
+#pragma unroll
+        for (int p = 0; p < kUpPx; p++) {
             int g[3];
 #pragma unroll
-            for (int c = 0; c < C; c++)
-                g[c] = (int)((gp[k] >> (8 * c)) & 255u);
-            const int off = k * kUpStep * kUpVMax * NC;
-            put_q<F32>(o, mk_px_guided_up_row(C, vl + off, vr + off, fx, g), out);
-        } else if (F32) {
-            *(float *)o = 0.0f;
+            for (int c = 0; c < C; c++) {
+                const int b = p * C + c;
+                g[c] = (int)((gw[k][b / 4] >> (8 * (b % 4))) & 255u);
+            }
+            q[p] = mk_px_guided_up_row(C, sv[r][i0[p]], sv[r][i1[p]], fx[p], g);
+        }
+        if constexpr (F32) {
+            float v[kUpPx];
+#pragma unroll
+            for (int p = 0; p < kUpPx; p++)
+                v[p] = row_in && xin[p] ? q[p] : 0.0f;
+            if (vo) {
+                *(float4 *)o = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int p = 0; p < kUpPx; p++)
+                    if (dxa + p < out.dw)
+                        ((float *)o)[p] = v[p];
+            }
         } else {
-            *(uint8_t *)o = 0;
+            unsigned w = 0;
+#pragma unroll
+            for (int p = 0; p < kUpPx; p++)
+                if (row_in && xin[p])
+                    w |= (unsigned)mk_px_mask_u8(q[p], out.mode, out.thresh, out.feather) << (8 * p);
+            if (vo) {
+                *(unsigned *)o = w;
+            } else {
+#pragma unroll
+                for (int p = 0; p < kUpPx; p++)
+                    if (dxa + p < out.dw)
+                        ((uint8_t *)o)[p] = (uint8_t)(w >> (8 * p));
+            }
         }
     }
 }
@@ -1074,11 +1127,13 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
     if (rc)
         return rc;
     if (fast) {
+        const uintptr_t oa = (uintptr_t)out.data | (uintptr_t)out.pitch;
+        const int vec = (in.g4 && out.x % kUpPx == 0 ? 1 : 0) | (oa % (out.f32 ? 16 : 4) == 0 ? 2 : 0);
         dim3 block(kUpThreads), grid((unsigned)(out.dw + kUpCols - 1) / kUpCols, (unsigned)(out.dh + kUpRows - 1) / kUpRows);
         auto kernel = out.f32 ? up_kernel<C, true> : up_kernel<C, false>;
         if (strips)
-            return launch_after(MK_STREAM(ctx), grid, block, kernel, in, pl, (const float *)means, out);
-        kernel<<<grid, block, 0, MK_STREAM(ctx)>>>(in, pl, means, out);
+            return launch_after(MK_STREAM(ctx), grid, block, kernel, in, pl, (const float *)means, out, vec);
+        kernel<<<grid, block, 0, MK_STREAM(ctx)>>>(in, pl, means, out, vec);
         return MK_CUDA_LAUNCH_CHECK(up_kernel);
     }
     if (mk_mask_out_partial(&out)) {
