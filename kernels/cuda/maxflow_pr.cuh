@@ -768,6 +768,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
             if (!pass_end<P>(a, grid, sb, leader, &a.ctl->bfs_passes, cnt, gp, passes, status, t0))
                 break;
         }
+        /* The labels' pass below counts the first push pass's tiles in the counter every thread has just read
+         * (pass_end: zero) to end the relabel: a thread still to read it would see the new count, run another BFS
+         * pass alone and break the block's and the grid's barriers. So all read it first. */
+        pf_mark<P>(a, sb, PF_SKIP, t0);
+        grid.sync();
+        pf_mark<P>(a, sb, PF_SYNC, t0);
         if (status)
             break;
 
