@@ -321,9 +321,14 @@ int main(int argc, char **argv)
             reload(&d, NULL);
             continue;
         }
-        MK_INFO("%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        if (sig == SIGTERM && si.si_pid == getpid() && mk_pipeline_failed(d.pipe, NULL, 0))
+            MK_INFO("stopping: the pipeline failed");
+        else
+            MK_INFO("%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
         break;
     }
+    char failed[512];
+    int failed_rc = mk_pipeline_failed(d.pipe, failed, sizeof failed);
     mk_notify_send(notify, "STOPPING=1\nSTATUS=stopping");
     mk_pipeline_stop(d.pipe);
     mk_control_destroy(d.ctl);
@@ -334,6 +339,10 @@ int main(int argc, char **argv)
         free(d.overrides[i]);
     free(d.overrides);
     free(cfg);
+    if (failed_rc) {
+        MK_ERROR("stopped: %s", failed);
+        return 1;
+    }
     MK_INFO("stopped");
     return 0;
 }

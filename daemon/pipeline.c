@@ -16,6 +16,7 @@
 #include <grp.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -109,6 +110,8 @@ struct mk_pipeline {
     mk_pipe_state_t state;
     char state_reason[300];
     atomic_int ready_sent; /* READY=1 went out (from the process or the capture thread) */
+    atomic_int failed;     /* the GPU context is lost: failed_why says why (set once, by the process thread) */
+    char failed_why[512];
 
     /* source facts (capture thread writes under stats_mu) */
     char src_kind[16], src_path[256], src_card[64];
@@ -785,6 +788,33 @@ static int publish_frame(mk_pipeline_t *p, const mk_segment_result_t *r)
     return 0;
 }
 
+/* After a failed frame: when the failure left the process's GPU context unusable (mk_gpu_lost), no later frame
+ * can succeed in this process, so the pipeline fails for good (once): the reason is logged and sent as STATUS=,
+ * and SIGTERM goes to the process, whose main thread stops the pipeline and exits with a failure status, so that
+ * the service manager (Restart=on-failure) starts a fresh process with a new context. */
+static void check_gpu_lost(mk_pipeline_t *p)
+{
+    char why[400];
+    if (atomic_load(&p->failed) || !mk_gpu_lost(why, sizeof why))
+        return;
+    snprintf(p->failed_why, sizeof p->failed_why, "the GPU context was lost: %s", why);
+    atomic_store(&p->failed, 1);
+    MK_ERROR("%s; no frame can be processed in this process any more: exiting with a failure status (systemd "
+             "restarts maskd)",
+             p->failed_why);
+    mk_notify_sendf(p->notify, "STATUS=failed: %.900s", p->failed_why);
+    kill(getpid(), SIGTERM);
+}
+
+int mk_pipeline_failed(mk_pipeline_t *p, char *why, size_t why_len)
+{
+    if (!p || !atomic_load(&p->failed))
+        return 0;
+    if (why && why_len)
+        snprintf(why, why_len, "%s", p->failed_why);
+    return 1;
+}
+
 /* A segmented frame: its counters, then the bus. */
 static void finish_frame(mk_pipeline_t *p, mk_segment_result_t *r)
 {
@@ -805,6 +835,7 @@ static void finish_frame(mk_pipeline_t *p, mk_segment_result_t *r)
     if (rc) {
         atomic_fetch_add(&p->errors, 1);
         MK_LOG_RL(5000, MK_LOG_ERROR, "frame %llu: %s", (unsigned long long)r->seq, mk_err_msg());
+        check_gpu_lost(p);
     } else {
         pthread_mutex_lock(&p->stats_mu);
         p->target = r->box;
@@ -997,6 +1028,7 @@ static void *process_main(void *arg)
                 MK_LOG_RL(5000, MK_LOG_ERROR, "frame %llu: %s", (unsigned long long)d.seq,
                           rc < 0 ? mk_err_msg() : "no free segmentation slot");
                 mk_decode_release(p->dec, &d);
+                check_gpu_lost(p);
             }
             continue;
         }

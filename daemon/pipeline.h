@@ -97,6 +97,11 @@ int mk_pipeline_commit(mk_pipeline_t *p, const mk_config_txn_t *txn);
 int mk_pipeline_apply(mk_pipeline_t *p, const mk_config_txn_t *txn, int timeout_ms);
 
 mk_pipe_state_t mk_pipeline_state(mk_pipeline_t *p);
+/* 1 once the pipeline has failed for good, with the reason in `why` (may be NULL): a frame failed with an error
+ * that left the process's GPU context unusable (mk_gpu_lost), so no later frame can succeed in this process. The
+ * pipeline then logs it, sends STATUS=failed: ... and raises SIGTERM in the process once; the daemon stops and
+ * exits with a failure status, for the service manager to start a fresh process. 0 otherwise. */
+int mk_pipeline_failed(mk_pipeline_t *p, char *why, size_t why_len);
 /* Frames published so far. */
 uint64_t mk_pipeline_published(mk_pipeline_t *p);
 /* A new JSON object: state, uptime, backend, source, model, fps per stage, latency percentiles (capture to

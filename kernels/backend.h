@@ -89,6 +89,8 @@ int mk_mask_finish(mk_ctx_t *ctx, mk_image_t *dst, const mk_mask_t *m, int w, in
 
 /* CUDA runtime services for the context and images (kernels/cuda/ctx_cuda.cu). */
 int mk_cuda_probe(char *why, size_t why_len);
+/* mk_gpu_lost of the CUDA backend. */
+int mk_cuda_lost(char *why, size_t why_len);
 int mk_cuda_ctx_init(mk_ctx_t *ctx);
 void mk_cuda_ctx_fini(mk_ctx_t *ctx);
 int mk_cuda_sync(mk_ctx_t *ctx);

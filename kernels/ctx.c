@@ -98,6 +98,17 @@ int mk_cuda_device_count(char *why, size_t why_len)
 #endif
 }
 
+int mk_gpu_lost(char *why, size_t why_len)
+{
+#ifdef MK_HAVE_CUDA
+    return mk_cuda_lost(why, why_len);
+#else
+    (void)why;
+    (void)why_len;
+    return 0;
+#endif
+}
+
 int mk_ctx_create(mk_backend_t backend, mk_ctx_t **out)
 {
     if (!out)

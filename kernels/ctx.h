@@ -58,6 +58,11 @@ int mk_cuda_compiled(void);
 /* The number of usable CUDA devices (0 without the CUDA backend, driver or GPU); `why` (may be NULL) receives the
  * reason when it is 0. */
 int mk_cuda_device_count(char *why, size_t why_len);
+/* 1 when a CUDA call of this process has failed with an error that leaves its GPU context unusable (a kernel's
+ * illegal address or instruction, a trap, a launch failure or timeout, an uncorrectable ECC or NVLink error):
+ * every later CUDA call fails the same way, and only a new process can use the GPU again. `why` (may be NULL)
+ * receives the first such failure. 0 without the CUDA backend. Thread-safe. */
+int mk_gpu_lost(char *why, size_t why_len);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,7 @@
 """maskd end to end: the real binary (CPU backend) on the test pattern and on the shared data's otb_man clip, read
 through the frame bus (maskcat and the Python binding) and driven through the control socket (maskctl and raw
 requests) and signals. One group of tests per run: `test_maskd.py GROUP` with GROUP one of cli, testpattern, y4m,
-otb, control, signals, idle, lost, watchdog, systemd. Needs MASKD, MASKCAT, MASKCTL, MASKBUS_LIB (meson sets them);
+otb, control, signals, idle, lost, watchdog, systemd, gpulost (the CUDA backend). Needs MASKD, MASKCAT, MASKCTL, MASKBUS_LIB (meson sets them);
 the otb and lost groups skip without the shared data ($MASKD_TEST_DATA, else ../shared/data beside the source
 root)."""
 import json
@@ -44,12 +44,12 @@ def wait_for(cond, seconds, step=0.05):
 class Maskd:
     """A maskd process with its own instance, runtime directory and log."""
 
-    def __init__(self, tag, *args, config=None, env=None):
+    def __init__(self, tag, *args, config=None, env=None, backend="cpu"):
         self.instance = "t%d-%s" % (os.getpid(), tag)
         self.dir = tempfile.mkdtemp(prefix="maskd-test-")
         self.sock = os.path.join(self.dir, "control.sock")
         self.log_path = os.path.join(self.dir, "maskd.log")
-        cmd = [MASKD, "--instance", self.instance, "--runtime-dir", self.dir, "--backend", "cpu"]
+        cmd = [MASKD, "--instance", self.instance, "--runtime-dir", self.dir, "--backend", backend]
         if config:
             cmd += ["--config", config]
         self.log = open(self.log_path, "w")
@@ -904,6 +904,59 @@ def group_watchdog():
         shutil.rmtree(tmp)
 
 
+def group_gpulost():
+    """The GPU context lost while running (a kernel fault; here tests/gpu_fault.c, preloaded, makes one in the
+    process's context once a trigger file exists): every later CUDA call of the process fails, so maskd must not run
+    on publishing nothing. It logs why, sends STATUS=failed: ..., closes the bus and exits with status 1 (the units'
+    Restart=on-failure starts a fresh process). CUDA suite: skips without a usable GPU."""
+    lib = os.environ.get("MASKD_GPU_FAULT_LIB")
+    if not lib or not os.path.exists(lib):
+        print("SKIP: MASKD_GPU_FAULT_LIB not set")
+        return SKIP
+    tmp = tempfile.mkdtemp(prefix="maskd-gpulost-")
+    trigger = os.path.join(tmp, "fault-now")
+    n = Notify("gpulost")
+    try:
+        env = dict(n.env(600000), LD_PRELOAD=lib, MASKD_TEST_GPU_FAULT_FILE=trigger)
+        try:
+            d = Maskd("gpulost", backend="cuda", env=env)
+        except RuntimeError as e:
+            if "CUDA backend unavailable" in str(e):
+                print("SKIP: no usable GPU: %s" % str(e).strip().splitlines()[-1])
+                return SKIP
+            raise
+        with d:
+            ok = wait_for(lambda: d.stats()["frames"]["published"] >= 30, 30, 0.2)
+            st = d.stats()
+            check(ok and st["backend"] == "cuda", "running on CUDA, 30 frames published before the fault: %s %s"
+                  % (st["backend"], st["frames"]))
+            msgs = n.collect(0.3)
+            open(trigger, "w").close()
+            try:
+                rc = d.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                rc = None
+            msgs += n.collect(0.5)
+            log = d.log_text()
+            check(rc == 1, "after the fault maskd exits with status 1 within 20 s: %s" % rc)
+            check("gpu_fault: the faulting kernel ended with CUresult 700" in log,
+                  "the preloaded library made the fault (log)")
+            check("the GPU context was lost" in log and "cudaErrorIllegalAddress" in log and "systemd restarts" in log,
+                  "the log says that the GPU context was lost, why, and what follows")
+            check(any(m.startswith("STATUS=failed: the GPU context was lost") for m in msgs),
+                  "STATUS=failed: ... to the service manager: %s" % [m for m in msgs if "STATUS" in m])
+            check("stopped: the GPU context was lost" in log, "the last log line says why maskd stopped")
+            for line in log.splitlines():
+                if "gpu_fault:" in line or "GPU context" in line or "stopping" in line:
+                    print("maskd log: " + line[:400])
+            check(not os.path.exists(d.sock), "the control socket is removed")
+            h = shm_header(d.instance)
+            check(h["state"] == 2 and h["pid"] == 0, "the bus is marked closed: %s" % h)
+    finally:
+        n.close()
+        shutil.rmtree(tmp)
+
+
 def group_systemd():
     tool = shutil.which("systemd-analyze")
     units = os.environ.get("MASKD_UNITS")
@@ -937,7 +990,8 @@ def group_systemd():
 
 GROUPS = {"cli": group_cli, "testpattern": group_testpattern, "y4m": group_y4m, "otb": group_otb,
           "control": group_control, "signals": group_signals,
-          "idle": group_idle, "lost": group_lost, "watchdog": group_watchdog, "systemd": group_systemd}
+          "idle": group_idle, "lost": group_lost, "watchdog": group_watchdog, "systemd": group_systemd,
+          "gpulost": group_gpulost}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in GROUPS:

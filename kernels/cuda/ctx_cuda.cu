@@ -3,6 +3,7 @@
 #include "cuda_check.h"
 #include "log.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -12,8 +13,65 @@ static __global__ void probe_kernel(int *p)
         *p = 1;
 }
 
+/* Errors after which the CUDA context of the process is unusable ("sticky"): every later call fails the same way
+ * and only a new process can use the GPU again (a fault or a trap in a kernel, a watchdog timeout, an uncorrectable
+ * ECC or NVLink error). */
+static int sticky_error(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorNvlinkUncorrectable:
+    case cudaErrorContextIsDestroyed:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static pthread_mutex_t lost_mu = PTHREAD_MUTEX_INITIALIZER;
+static int lost;
+static char lost_why[384];
+
+extern "C" int mk_cuda_note_error(cudaError_t e, const char *where)
+{
+    if (!sticky_error(e))
+        return 0;
+    pthread_mutex_lock(&lost_mu);
+    if (!lost) {
+        lost = 1;
+        snprintf(lost_why, sizeof lost_why, "%s: %s (%s)", where, cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    pthread_mutex_unlock(&lost_mu);
+    return 1;
+}
+
+extern "C" int mk_cuda_lost(char *why, size_t why_len)
+{
+    pthread_mutex_lock(&lost_mu);
+    int l = lost;
+    if (l && why && why_len)
+        snprintf(why, why_len, "%s", lost_why);
+    pthread_mutex_unlock(&lost_mu);
+    return l;
+}
+
 extern "C" int mk_cuda_probe(char *why, size_t why_len)
 {
+    char lw[384];
+    if (mk_cuda_lost(lw, sizeof lw)) {
+        if (why && why_len)
+            snprintf(why, why_len, "the GPU context of this process was lost (%s)", lw);
+        return 0;
+    }
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n <= 0) {
@@ -28,9 +86,19 @@ extern "C" int mk_cuda_probe(char *why, size_t why_len)
     if (e != cudaSuccess) {
         cudaDeviceProp prop;
         int cc = cudaGetDeviceProperties(&prop, 0) == cudaSuccess ? prop.major * 10 + prop.minor : 0;
-        if (why && why_len)
-            snprintf(why, why_len, "device 0 (sm_%d) cannot run this build (compiled for %s): %s", cc,
-                     MK_CUDA_ARCH_LIST, cudaGetErrorString(e));
+        int image = e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction ||
+                    e == cudaErrorUnsupportedPtxVersion || e == cudaErrorInvalidKernelImage;
+        if (mk_cuda_note_error(e, "cudaFuncGetAttributes of the probe kernel")) {
+            if (why && why_len)
+                snprintf(why, why_len, "the GPU context of this process was lost (%s: %s)", cudaGetErrorName(e),
+                         cudaGetErrorString(e));
+        } else if (why && why_len) {
+            if (image)
+                snprintf(why, why_len, "device 0 (sm_%d) cannot run this build (compiled for %s): %s", cc,
+                         MK_CUDA_ARCH_LIST, cudaGetErrorString(e));
+            else
+                snprintf(why, why_len, "device 0 (sm_%d): %s (%s)", cc, cudaGetErrorString(e), cudaGetErrorName(e));
+        }
         cudaGetLastError();
         return 0;
     }

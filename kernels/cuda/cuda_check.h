@@ -6,13 +6,22 @@
 
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <stdio.h>
+
+/* Records (once per process) an error after which the process's CUDA context is unusable; 1 when `e` is one
+ * (kernels/cuda/ctx_cuda.cu; mk_gpu_lost() reports it). */
+extern "C" int mk_cuda_note_error(cudaError_t e, const char *where);
 
 static inline int mk_cuda_check_(cudaError_t e, const char *stmt, const char *file, int line)
 {
     if (e == cudaSuccess)
         return 0;
-    return mk_err_set(e == cudaErrorMemoryAllocation ? MK_ENOMEM : MK_ECUDA, "%s failed at %s:%d: %s (%s)", stmt,
-                      file, line, cudaGetErrorName(e), cudaGetErrorString(e));
+    char where[256];
+    snprintf(where, sizeof where, "%s failed at %s:%d", stmt, file, line);
+    int lost = mk_cuda_note_error(e, where);
+    return mk_err_set(e == cudaErrorMemoryAllocation ? MK_ENOMEM : MK_ECUDA, "%s: %s (%s)%s", where,
+                      cudaGetErrorName(e), cudaGetErrorString(e),
+                      lost ? "; the GPU context of this process is lost (only a new process can use the GPU)" : "");
 }
 
 static inline int mk_cudnn_check_(cudnnStatus_t s, const char *stmt, const char *file, int line)
