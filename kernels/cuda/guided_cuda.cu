@@ -4,13 +4,17 @@
  * a strip of 128 working columns and a band of rows and walks down the band. Lane L keeps the vertical window sums
  * of columns 4L..4L+3 in registers (one row enters and one leaves per step); the horizontal window sums of a row
  * are differences of prefix sums across the warp (shuffles). Nothing goes through shared memory, every sum costs
- * the same for any radius, and a strip yields 128 - 2r output columns (a band pays 2r + 1 rows of warm-up).
+ * the same for any radius, and a strip yields 128 - 2r output columns rounded down to a multiple of 4 (a band pays
+ * 2r + 1 rows of warm-up).
  *   coef_kernel:  the moments' window sums as exact integers (int32; int64 for the guide-times-source moments from
  *                 the first horizontal addition on), equal to the CPU reference's, then per pixel the reference's
  *                 own solve (mk_px_guided_solve): a and b as floats, the same bits as the CPU's.
+ *                 a and b go to C + 1 planes (rows padded to 4 floats): the strips' working columns start on a
+ *                 multiple of 4, so a lane's four columns of a plane row are one aligned float4.
  *   final_kernel: the window sums of a and b in double (another order than the reference's tables: equal to
  *                 ~1e-13 relative), then per pixel q and its mask product (s = 1) or the coefficient means at low
- *                 resolution (s > 1).
+ *                 resolution (s > 1). A warp whose strip lies inside the image reads a plane row as one float4 per
+ *                 lane; the strips at the image's left and right edges (reflected columns) read one float each.
  * The fast filter (s > 1) starts with reduce_kernel, the guide reduced by s x s area averages (one thread per
  * reduced pixel, the block's loads unrolled for s = 2, 3, 4), and ends with up_kernel: bilinear means applied to the
  * full-resolution guide, the mask product and zeros outside the pasted rectangle in one pass over the output. Between
@@ -60,7 +64,28 @@ constexpr int up_columns_max()
     return worst;
 }
 static_assert(kUpVMax >= up_columns_max(), "up_kernel's shared columns");
-static_assert(kStripCols - 2 * kRMax >= kLaneCols, "a strip yields outputs at the largest tile radius");
+/* The strips of radius r: each yields strip_outs(r) output columns, a multiple of kLaneCols (2r + 1 working
+ * columns of a window fit the strip's 128), so that the working columns of every strip start on a multiple of
+ * kLaneCols; the first strip's outputs start strip_shift(r) (0..3) columns left of the image for that (those are
+ * not stored). Then a lane's four working columns are 16-byte aligned in the coefficient planes. */
+__host__ __device__ constexpr int strip_outs(int r)
+{
+    return (kStripCols - 2 * r) & ~(kLaneCols - 1);
+}
+__host__ __device__ constexpr int strip_shift(int r)
+{
+    return (kLaneCols - r % kLaneCols) % kLaneCols;
+}
+__host__ __device__ constexpr int strip_count(int r, int wl)
+{
+    return (wl + strip_shift(r) + strip_outs(r) - 1) / strip_outs(r);
+}
+/* The strip kernels' coefficient planes: a_0..a_{C-1}, b, each of hl rows of coef_pitch(wl) floats. */
+__host__ __device__ constexpr int coef_pitch(int wl)
+{
+    return (wl + kLaneCols - 1) & ~(kLaneCols - 1);
+}
+static_assert(strip_outs(kRMax) >= kLaneCols, "a strip yields outputs at the largest tile radius");
 /* Exact integers: vertical sums of 2r + 1 moments fit int32, and so do the horizontal prefix sums along a strip of
  * all moments but the guide-times-source ones (int64 from their first horizontal addition on). */
 static_assert(255LL * MK_GUIDED_Q * (2 * kRMax + 1) < (1LL << 31), "column sums of g p overflow int32");
@@ -130,18 +155,18 @@ __device__ __forceinline__ double exact_f64(unsigned v)
 
 /* ---- the strip kernels ---------------------------------------------------------------------------------- */
 
-/* A warp's strip: working columns x0 - r .. x0 - r + 127 (reflected at the image edges), output columns
- * x0 .. x0 + 127 - 2r (those inside the image), rows y0 .. y1 - 1. The warps of a block take neighbouring strips
- * of one band of rows. */
+/* A warp's strip: working columns x0 - r .. x0 - r + 127 (reflected at the image edges; x0 - r is a multiple of
+ * kLaneCols), output columns x0 .. x0 + strip_outs(r) - 1 (those inside the image), rows y0 .. y1 - 1. The warps of
+ * a block take neighbouring strips of one band of rows. */
 struct strip_t {
     int x0, y0, y1;
 };
 
 __device__ __forceinline__ bool strip_of(const mk_guided_plan_t &pl, int band_rows, strip_t &st)
 {
-    const int outs = kStripCols - 2 * pl.r, strips = (pl.wl + outs - 1) / outs;
+    const int outs = strip_outs(pl.r), strips = strip_count(pl.r, pl.wl);
     const int w = (int)blockIdx.x * kStripWarps + (int)threadIdx.x / kWarp, band = w / strips;
-    st.x0 = (w - band * strips) * outs;
+    st.x0 = (w - band * strips) * outs - strip_shift(pl.r);
     st.y0 = band * band_rows;
     st.y1 = min(st.y0 + band_rows, pl.hl);
     return st.y0 < pl.hl;
@@ -255,6 +280,7 @@ template <int C, bool REDUCED> struct row_px {
     }
 };
 
+/* coef_kernel: a warp's strip, its column sums walked down the band, the window sums of each row, the solve. */
 template <int C, bool REDUCED>
 __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
                                                                 float *__restrict__ ab)
@@ -265,13 +291,19 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
     strip_t st;
     if (!strip_of(pl, band_rows, st))
         return;
-    const int lane = (int)threadIdx.x % kWarp, r = pl.r, outs = kStripCols - 2 * r;
+    const int lane = (int)threadIdx.x % kWarp, r = pl.r, outs = strip_outs(r), wp = coef_pitch(pl.wl);
+    const size_t plane = (size_t)wp * pl.hl;
+    /* the lane's four outputs x .. x + 3 in one float4 per plane: all inside the strip's outputs and the image,
+     * and x a multiple of 4 (r a multiple of 4: the strip's working columns start on one) */
+    const int xl = st.x0 + kLaneCols * lane;
+    const bool vec_store = kLaneCols * lane < outs && xl >= 0 && xl + kLaneCols <= pl.wl && xl % kLaneCols == 0;
+    const int wx = st.x0 - r + kLaneCols * lane; /* the lane's first working column */
     mk_guided_plan_t pc = pl; /* C known at compile time: the solve's branches fold */
     pc.C = C;
     int col[kLaneCols], v[kLaneCols][NM]; /* v: sums over rows y - r .. y + r of column col[j] */
 #pragma unroll
     for (int j = 0; j < kLaneCols; j++) {
-        col[j] = mk_px_reflect(st.x0 - r + kLaneCols * lane + j, pl.wl);
+        col[j] = mk_px_reflect(wx + j, pl.wl);
 #pragma unroll
         for (int k = 0; k < NM; k++)
             v[j][k] = 0;
@@ -309,9 +341,9 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
         }
         /* Every lane solves its four columns, also those past the strip's outputs (partial windows, dropped at the
          * store): the four solves then carry no branch and are independent chains the scheduler can interleave. */
+        float a[NC][kLaneCols];
 #pragma unroll
         for (int j = 0; j < kLaneCols; j++) {
-            const int o = kLaneCols * lane + j, x = st.x0 + o;
             double S[NM];
 #pragma unroll
             for (int k = 0; k < N32; k++)
@@ -319,75 +351,104 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
 #pragma unroll
             for (int k = 0; k < C; k++)
                 S[N32 + k] = exact_f64(s64[k][j]);
-            float a[NC];
-            mk_px_guided_solve(&pc, S, a, a + C);
-            if (o < outs && x < pl.wl)
-                store_coef<C>(ab + ((size_t)y * pl.wl + x) * NC, a);
+            float aj[NC];
+            mk_px_guided_solve(&pc, S, aj, aj + C);
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                a[c][j] = aj[c];
+        }
+        float *row = ab + (size_t)y * wp;
+        if (vec_store) {
+#pragma unroll
+            for (int c = 0; c < NC; c++)
+                *(float4 *)(row + c * plane + xl) = make_float4(a[c][0], a[c][1], a[c][2], a[c][3]);
+        } else {
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++) {
+                const int o = kLaneCols * lane + j, x = st.x0 + o;
+                if (o < outs && x >= 0 && x < pl.wl)
+#pragma unroll
+                    for (int c = 0; c < NC; c++)
+                        row[c * plane + x] = a[c][j];
+            }
         }
     }
 }
 
-/* MODE 0 (s = 1): q and its mask product at each pixel; MODE 1 (s > 1): the coefficient means. */
-template <int C, int MODE>
-__global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
-                                                              const float *__restrict__ ab, mk_mask_out_t out,
-                                                              float *__restrict__ means)
+/* A plane row's coefficients at a lane's four working columns col[0..3] (reflected): VEC, the four are neighbours
+ * inside the image and col[0] is a multiple of 4: one float4; else one load each. */
+template <bool VEC>
+__device__ __forceinline__ void load_coef_plane(const float *row, const int col[kLaneCols], float v[kLaneCols])
+{
+    if constexpr (VEC) {
+        const float4 t = __ldg((const float4 *)(row + col[0]));
+        v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+    } else {
+#pragma unroll
+        for (int j = 0; j < kLaneCols; j++)
+            v[j] = __ldg(row + col[j]);
+    }
+}
+
+/* final_kernel's walk down its strip. VEC: every lane of the warp loads its coefficients as float4 (a strip away
+ * from the image's left and right edges); the choice is the warp's, so each instantiation has one kind of load. */
+template <int C, int MODE, bool VEC>
+__device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_t &pl, const strip_t &st,
+                                           const float *__restrict__ ab, const mk_mask_out_t &out,
+                                           float *__restrict__ means)
 {
     constexpr int NC = C + 1;
-    wait_previous_kernel(); /* coef_kernel's a and b */
-    allow_next_kernel();
-    strip_t st;
-    if (!strip_of(pl, band_rows, st))
-        return;
-    const int lane = (int)threadIdx.x % kWarp, r = pl.r, outs = kStripCols - 2 * r;
+    const int lane = (int)threadIdx.x % kWarp, r = pl.r, outs = strip_outs(r), wp = coef_pitch(pl.wl);
+    const size_t plane = (size_t)wp * pl.hl;
     mk_guided_plan_t pc = pl;
     pc.C = C;
     int col[kLaneCols];
     double v[kLaneCols][NC]; /* sums over rows y - r .. y + r of a_0..a_{C-1}, b at column col[j] */
+    const int wx = st.x0 - r + kLaneCols * lane; /* the lane's first working column, a multiple of 4 */
 #pragma unroll
     for (int j = 0; j < kLaneCols; j++) {
-        col[j] = mk_px_reflect(st.x0 - r + kLaneCols * lane + j, pl.wl);
+        col[j] = mk_px_reflect(wx + j, pl.wl);
 #pragma unroll
         for (int c = 0; c < NC; c++)
             v[j][c] = 0.0;
     }
 #pragma unroll 4
     for (int i = -r; i <= r; i++) {
-        const float *row = ab + (size_t)mk_px_reflect(st.y0 + i, pl.hl) * pl.wl * NC;
+        const float *row = ab + (size_t)mk_px_reflect(st.y0 + i, pl.hl) * wp;
 #pragma unroll
-        for (int j = 0; j < kLaneCols; j++) {
-            float a[NC];
-            load_coef<C>(row + (size_t)col[j] * NC, a);
+        for (int c = 0; c < NC; c++) {
+            float a[kLaneCols];
+            load_coef_plane<VEC>(row + c * plane, col, a);
 #pragma unroll
-            for (int c = 0; c < NC; c++)
-                v[j][c] += (double)a[c];
+            for (int j = 0; j < kLaneCols; j++)
+                v[j][c] += (double)a[j];
         }
     }
     for (int y = st.y0; y < st.y1; y++) {
         /* s = 1: the row's guide pixels, loaded with the coefficients (not after the sums) so that their latency
-         * overlaps; columns past the image read its last pixel and are not written. */
+         * overlaps; columns outside the image read its first or last pixel and are not written. */
         int g[kLaneCols][3];
         if constexpr (MODE == 0) {
             const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++) {
-                const int x = min(st.x0 + kLaneCols * lane + j, pl.w - 1);
+                const int x = mk_px_clamp(st.x0 + kLaneCols * lane + j, 0, pl.w - 1);
 #pragma unroll
                 for (int c = 0; c < C; c++)
                     g[j][c] = __ldg(grow + (size_t)x * C + c);
             }
         }
         if (y > st.y0) {
-            const float *re = ab + (size_t)mk_px_reflect(y + r, pl.hl) * pl.wl * NC;
-            const float *rl = ab + (size_t)mk_px_reflect(y - r - 1, pl.hl) * pl.wl * NC;
+            const float *re = ab + (size_t)mk_px_reflect(y + r, pl.hl) * wp;
+            const float *rl = ab + (size_t)mk_px_reflect(y - r - 1, pl.hl) * wp;
 #pragma unroll
-            for (int j = 0; j < kLaneCols; j++) {
-                float e[NC], l[NC];
-                load_coef<C>(re + (size_t)col[j] * NC, e);
-                load_coef<C>(rl + (size_t)col[j] * NC, l);
+            for (int c = 0; c < NC; c++) {
+                float e[kLaneCols], l[kLaneCols];
+                load_coef_plane<VEC>(re + c * plane, col, e);
+                load_coef_plane<VEC>(rl + c * plane, col, l);
 #pragma unroll
-                for (int c = 0; c < NC; c++)
-                    v[j][c] += (double)e[c] - (double)l[c];
+                for (int j = 0; j < kLaneCols; j++)
+                    v[j][c] += (double)e[j] - (double)l[j];
             }
         }
         double s[NC][kLaneCols];
@@ -399,7 +460,7 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
 #pragma unroll
         for (int j = 0; j < kLaneCols; j++) {
             const int o = kLaneCols * lane + j, x = st.x0 + o;
-            if (o >= outs || x >= pl.wl)
+            if (o >= outs || x < 0 || x >= pl.wl)
                 continue;
             double A[3] = {0, 0, 0};
 #pragma unroll
@@ -414,6 +475,24 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
             }
         }
     }
+}
+
+/* MODE 0 (s = 1): q and its mask product at each pixel; MODE 1 (s > 1): the coefficient means. */
+template <int C, int MODE>
+__global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
+                                                              const float *__restrict__ ab, mk_mask_out_t out,
+                                                              float *__restrict__ means)
+{
+    wait_previous_kernel(); /* coef_kernel's a and b */
+    allow_next_kernel();
+    strip_t st;
+    if (!strip_of(pl, band_rows, st))
+        return;
+    /* float4 loads when the strip's working columns are all inside the image (their first is a multiple of 4) */
+    if (st.x0 - pl.r >= 0 && st.x0 - pl.r + kStripCols <= pl.wl)
+        final_walk<C, MODE, true>(in, pl, st, ab, out, means);
+    else
+        final_walk<C, MODE, false>(in, pl, st, ab, out, means);
 }
 
 /* The reduced guide pixel (x, y) for scale S whose S x S block lies inside the guide, as mk_px_guide_at computes
@@ -1029,7 +1108,7 @@ template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &p
     int per_sm, rc = strip_blocks_per_sm<K>(&per_sm);
     if (rc)
         return rc;
-    const long outs = kStripCols - 2 * pl.r, strips = (pl.wl + outs - 1) / outs;
+    const long strips = strip_count(pl.r, pl.wl);
     const long want = (long)per_sm * kStripWarps * (ctx->sm_count > 0 ? ctx->sm_count : 1);
     long rows = (strips * pl.hl + want - 1) / want;
     rows = rows < 1 ? 1 : rows;
@@ -1110,7 +1189,8 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1;
     const bool strips = pl.r <= kRMax, fast = pl.s > 1;
     const size_t npx = (size_t)pl.wl * pl.hl, plane = ((size_t)pl.wl + 1) * ((size_t)pl.hl + 1);
-    const size_t coef_bytes = align256(npx * NC * sizeof(float));
+    /* the strip kernels' planes (rows padded to a multiple of 4 floats) or the tables' interleaved a, b */
+    const size_t coef_bytes = align256((size_t)coef_pitch(pl.wl) * pl.hl * NC * sizeof(float));
     const size_t off_means = coef_bytes, off_more = off_means + (fast ? coef_bytes : 0);
     /* then the reduced guide (strip kernels, s > 1) or the summed-area tables */
     const size_t off_sat2 = off_more + (strips ? 0 : align256(NM * plane * sizeof(long long)));
