@@ -5,7 +5,8 @@
  * through the driver API in the device's primary context (the one the CUDA runtime of maskd uses), a kernel that
  * stores to address 8. The kernel faults with CUDA_ERROR_ILLEGAL_ADDRESS, which leaves the context unusable: every later
  * CUDA call of the process fails the same way, as after a real kernel fault. Nothing of maskd is changed; without
- * the variable the library does nothing. The driver is opened with dlopen, so building this needs no CUDA. */
+ * the variable the library does nothing. gpu_fault_now() makes the fault at once (test_gpu_lost loads the library
+ * with dlopen and calls it). The driver is opened with dlopen, so building this needs no CUDA. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -39,17 +40,15 @@ static const char ptx[] = ".version 7.0\n"
 
 static const char *trigger;
 
-static void *fault_main(void *arg)
+/* Makes the fault now, on the calling thread; the driver's result of the faulting kernel (700: illegal address), or
+ * -1 when there is no driver or the kernel could not be launched. Also for tests that load this library with
+ * dlopen and call it themselves. */
+int gpu_fault_now(void)
 {
-    (void)arg;
-    while (access(trigger, F_OK) != 0) {
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         fprintf(stderr, "gpu_fault: no CUDA driver: %s\n", dlerror());
-        return NULL;
+        return -1;
     }
     init_fn init = (init_fn)dlsym(lib, "cuInit");
     device_get_fn device_get = (device_get_fn)dlsym(lib, "cuDeviceGet");
@@ -61,7 +60,7 @@ static void *fault_main(void *arg)
     sync_fn sync = (sync_fn)dlsym(lib, "cuCtxSynchronize");
     if (!init || !device_get || !retain || !set_current || !load_data || !get_function || !launch || !sync) {
         fprintf(stderr, "gpu_fault: the CUDA driver lacks a function\n");
-        return NULL;
+        return -1;
     }
     int dev = 0, rc;
     void *ctx = NULL, *mod = NULL, *fn = NULL;
@@ -69,10 +68,21 @@ static void *fault_main(void *arg)
         (rc = load_data(&mod, ptx)) || (rc = get_function(&fn, mod, "fault")) ||
         (rc = launch(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))) {
         fprintf(stderr, "gpu_fault: could not launch the faulting kernel: CUresult %d\n", rc);
-        return NULL;
+        return -1;
     }
     rc = sync();
     fprintf(stderr, "gpu_fault: the faulting kernel ended with CUresult %d (700: illegal address)\n", rc);
+    return rc;
+}
+
+static void *fault_main(void *arg)
+{
+    (void)arg;
+    while (access(trigger, F_OK) != 0) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    gpu_fault_now();
     return NULL;
 }
 

@@ -128,10 +128,8 @@ extern "C" int mk_cuda_ctx_init(mk_ctx_t *ctx)
 extern "C" void mk_cuda_ctx_fini(mk_ctx_t *ctx)
 {
     if (ctx->stream) {
-        if (MK_CUDA_CHECK(cudaStreamSynchronize(MK_STREAM(ctx))))
-            MK_WARN("%s", mk_err_msg());
-        if (MK_CUDA_CHECK(cudaStreamDestroy(MK_STREAM(ctx))))
-            MK_WARN("%s", mk_err_msg());
+        mk_cuda_teardown_check(MK_CUDA_CHECK(cudaStreamSynchronize(MK_STREAM(ctx))));
+        mk_cuda_teardown_check(MK_CUDA_CHECK(cudaStreamDestroy(MK_STREAM(ctx))));
         ctx->stream = NULL;
     }
 }
@@ -168,9 +166,7 @@ extern "C" void mk_cuda_free(mk_ctx_t *ctx, void *ptr, mk_mem_t mem)
 {
     /* Memory may still be in use by queued work: freeing waits for the device (cudaFree synchronizes). */
     (void)ctx;
-    int rc = mem == MK_MEM_PINNED ? MK_CUDA_CHECK(cudaFreeHost(ptr)) : MK_CUDA_CHECK(cudaFree(ptr));
-    if (rc)
-        MK_WARN("%s", mk_err_msg());
+    mk_cuda_teardown_check(mem == MK_MEM_PINNED ? MK_CUDA_CHECK(cudaFreeHost(ptr)) : MK_CUDA_CHECK(cudaFree(ptr)));
 }
 
 extern "C" int mk_cuda_device_memory(mk_ctx_t *ctx, size_t *free_bytes, size_t *total_bytes)

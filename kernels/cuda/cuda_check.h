@@ -3,6 +3,7 @@
 #define MK_CUDA_CHECK_H
 
 #include "errors.h"
+#include "log.h"
 
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -29,6 +30,18 @@ static inline int mk_cudnn_check_(cudnnStatus_t s, const char *stmt, const char 
     if (s == CUDNN_STATUS_SUCCESS)
         return 0;
     return mk_err_set(MK_ECUDNN, "%s failed at %s:%d: %s", stmt, file, line, cudnnGetErrorString(s));
+}
+
+extern "C" int mk_cuda_lost(char *why, size_t why_len);
+
+/* After a teardown call (a free, a destroy) that returned rc: a warning when it failed, only a debug line once the
+ * GPU context is lost (that was reported when it happened, and every such call fails from then on). */
+static inline void mk_cuda_teardown_check(int rc)
+{
+    if (rc && mk_cuda_lost(NULL, 0))
+        MK_DEBUG("%s", mk_err_msg());
+    else if (rc)
+        MK_WARN("%s", mk_err_msg());
 }
 
 /* Evaluate to 0 or a negative code (message set): `if ((rc = MK_CUDA_CHECK(cudaMalloc(&p, n)))) goto fail;` */

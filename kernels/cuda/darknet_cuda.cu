@@ -187,11 +187,11 @@ int env_off(const char *name)
     return v && !strcmp(v, "0");
 }
 
-/* For the calls whose failure leaves nothing to undo (destroying things): a warning. */
+/* For the calls whose failure leaves nothing to undo (destroying things): a warning (a debug line once the GPU
+ * context is lost). */
 void warn_failed(int rc)
 {
-    if (rc)
-        MK_WARN("%s", mk_err_msg());
+    mk_cuda_teardown_check(rc);
 }
 
 size_t align_up(size_t n)
