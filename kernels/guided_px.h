@@ -177,44 +177,57 @@ MK_PX double mk_px_sat_box_f64(const double *I, size_t st, int w, int h, mk_box_
 
 /* a (per guide level, C values) and b of one window from its moment box sums S (exact integers as doubles).
  * Covariances are taken as n S_ij - S_i S_j (exact while below 2^53, true up to radius ~75), eps enters as
- * lambda on the diagonal, and the system is solved by cofactors (as OpenCV does) with one division. */
-MK_PX void mk_px_guided_solve(const mk_guided_plan_t *pl, const double *S, float *a, float *b)
+ * lambda on the diagonal, and the system is solved by cofactors (as OpenCV does) with one division.
+ * S may be the sums of shifted samples, guide levels minus g0 and source values minus p0: the covariances are the
+ * same integers, and b takes the plain sums S_i + g0 n and S_p + p0 n (exact integers again), so a solve from
+ * shifted sums gives the same bits as one from plain sums. */
+MK_PX void mk_px_guided_solve_shifted(const mk_guided_plan_t *pl, const double *S, double g0, double p0, float *a,
+                                      float *b)
 {
     const double n = pl->n, lam = pl->lambda, q = (double)MK_GUIDED_Q, inv_q = 1.0 / (double)MK_GUIDED_Q;
+    /* The window sums are integers, and so is every n S_ij - S_i S_j (below 2^53: exact however it is rounded), so
+     * the covariances take a multiply-add; the products after them are fused where one rounding can go. */
     if (pl->C == 1) {
-        double v = MK_DADD(MK_DSUB(MK_DMUL(n, S[1]), MK_DMUL(S[0], S[0])), lam);
-        double e = MK_DSUB(MK_DMUL(n, S[3]), MK_DMUL(S[0], S[2]));
+        double v = MK_DADD(MK_DFMA(n, S[1], -MK_DMUL(S[0], S[0])), lam);
+        double e = MK_DFMA(n, S[3], -MK_DMUL(S[0], S[2]));
         a[0] = v > 0 ? (float)MK_DDIV(e, MK_DMUL(v, q)) : 0.0f;
-        *b = (float)MK_DMUL(MK_DSUB(MK_DMUL(S[2], inv_q), MK_DMUL((double)a[0], S[0])), pl->inv_n);
+        *b = (float)MK_DMUL(MK_DFMA(-(double)a[0], MK_DFMA(g0, n, S[0]), MK_DMUL(MK_DFMA(p0, n, S[2]), inv_q)),
+                            pl->inv_n);
         return;
     }
     /* S: 0..2 g_i; 3 g00, 4 g01, 5 g02, 6 g11, 7 g12, 8 g22; 9 p; 10..12 g_i p. */
-    double c00 = MK_DADD(MK_DSUB(MK_DMUL(n, S[3]), MK_DMUL(S[0], S[0])), lam);
-    double c01 = MK_DSUB(MK_DMUL(n, S[4]), MK_DMUL(S[0], S[1]));
-    double c02 = MK_DSUB(MK_DMUL(n, S[5]), MK_DMUL(S[0], S[2]));
-    double c11 = MK_DADD(MK_DSUB(MK_DMUL(n, S[6]), MK_DMUL(S[1], S[1])), lam);
-    double c12 = MK_DSUB(MK_DMUL(n, S[7]), MK_DMUL(S[1], S[2]));
-    double c22 = MK_DADD(MK_DSUB(MK_DMUL(n, S[8]), MK_DMUL(S[2], S[2])), lam);
-    double e0 = MK_DSUB(MK_DMUL(n, S[10]), MK_DMUL(S[0], S[9]));
-    double e1 = MK_DSUB(MK_DMUL(n, S[11]), MK_DMUL(S[1], S[9]));
-    double e2 = MK_DSUB(MK_DMUL(n, S[12]), MK_DMUL(S[2], S[9]));
-    double i00 = MK_DSUB(MK_DMUL(c11, c22), MK_DMUL(c12, c12));
-    double i01 = MK_DSUB(MK_DMUL(c02, c12), MK_DMUL(c01, c22));
-    double i02 = MK_DSUB(MK_DMUL(c01, c12), MK_DMUL(c02, c11));
-    double i11 = MK_DSUB(MK_DMUL(c00, c22), MK_DMUL(c02, c02));
-    double i12 = MK_DSUB(MK_DMUL(c01, c02), MK_DMUL(c00, c12));
-    double i22 = MK_DSUB(MK_DMUL(c00, c11), MK_DMUL(c01, c01));
-    double det = MK_DADD(MK_DADD(MK_DMUL(c00, i00), MK_DMUL(c01, i01)), MK_DMUL(c02, i02));
+    double c00 = MK_DADD(MK_DFMA(n, S[3], -MK_DMUL(S[0], S[0])), lam);
+    double c01 = MK_DFMA(n, S[4], -MK_DMUL(S[0], S[1]));
+    double c02 = MK_DFMA(n, S[5], -MK_DMUL(S[0], S[2]));
+    double c11 = MK_DADD(MK_DFMA(n, S[6], -MK_DMUL(S[1], S[1])), lam);
+    double c12 = MK_DFMA(n, S[7], -MK_DMUL(S[1], S[2]));
+    double c22 = MK_DADD(MK_DFMA(n, S[8], -MK_DMUL(S[2], S[2])), lam);
+    double e0 = MK_DFMA(n, S[10], -MK_DMUL(S[0], S[9]));
+    double e1 = MK_DFMA(n, S[11], -MK_DMUL(S[1], S[9]));
+    double e2 = MK_DFMA(n, S[12], -MK_DMUL(S[2], S[9]));
+    double i00 = MK_DFMA(c11, c22, -MK_DMUL(c12, c12));
+    double i01 = MK_DFMA(c02, c12, -MK_DMUL(c01, c22));
+    double i02 = MK_DFMA(c01, c12, -MK_DMUL(c02, c11));
+    double i11 = MK_DFMA(c00, c22, -MK_DMUL(c02, c02));
+    double i12 = MK_DFMA(c01, c02, -MK_DMUL(c00, c12));
+    double i22 = MK_DFMA(c00, c11, -MK_DMUL(c01, c01));
+    double det = MK_DFMA(c02, i02, MK_DFMA(c01, i01, MK_DMUL(c00, i00)));
     if (pl->compat && (det < 0 ? -det : det) < pl->guard)
         det = pl->guard_det;
     /* alpha = adj(M) e / det; a (per guide level) = alpha / 65535, through one reciprocal */
     double rd = det > 0 ? MK_DDIV(1.0, MK_DMUL(det, q)) : 0.0;
-    a[0] = (float)MK_DMUL(MK_DADD(MK_DADD(MK_DMUL(i00, e0), MK_DMUL(i01, e1)), MK_DMUL(i02, e2)), rd);
-    a[1] = (float)MK_DMUL(MK_DADD(MK_DADD(MK_DMUL(i01, e0), MK_DMUL(i11, e1)), MK_DMUL(i12, e2)), rd);
-    a[2] = (float)MK_DMUL(MK_DADD(MK_DADD(MK_DMUL(i02, e0), MK_DMUL(i12, e1)), MK_DMUL(i22, e2)), rd);
-    double dot = MK_DADD(MK_DADD(MK_DMUL((double)a[0], S[0]), MK_DMUL((double)a[1], S[1])),
-                         MK_DMUL((double)a[2], S[2]));
-    *b = (float)MK_DMUL(MK_DSUB(MK_DMUL(S[9], inv_q), dot), pl->inv_n);
+    a[0] = (float)MK_DMUL(MK_DFMA(i02, e2, MK_DFMA(i01, e1, MK_DMUL(i00, e0))), rd);
+    a[1] = (float)MK_DMUL(MK_DFMA(i12, e2, MK_DFMA(i11, e1, MK_DMUL(i01, e0))), rd);
+    a[2] = (float)MK_DMUL(MK_DFMA(i22, e2, MK_DFMA(i12, e1, MK_DMUL(i02, e0))), rd);
+    double dot = MK_DFMA((double)a[2], MK_DFMA(g0, n, S[2]),
+                         MK_DFMA((double)a[1], MK_DFMA(g0, n, S[1]), MK_DMUL((double)a[0], MK_DFMA(g0, n, S[0]))));
+    *b = (float)MK_DMUL(MK_DFMA(MK_DFMA(p0, n, S[9]), inv_q, -dot), pl->inv_n);
+}
+
+/* The solve from plain sums. */
+MK_PX void mk_px_guided_solve(const mk_guided_plan_t *pl, const double *S, float *a, float *b)
+{
+    mk_px_guided_solve_shifted(pl, S, 0.0, 0.0, a, b);
 }
 
 /* q at a pixel of guide g from the window sums A (of a, C values) and B (of b): (sum_i A_i g_i + B) / n. */

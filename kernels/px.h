@@ -1,7 +1,8 @@
 /* px: scalar arithmetic shared by the CPU references and the CUDA kernels.
  *
  * Every operation rounds once, in the order written: on the device through the _rn intrinsics (which nvcc never
- * contracts into FMAs), on the host through plain operators with the kernels built with -ffp-contract=off. The
+ * contracts into FMAs), on the host through plain operators with the kernels built with -ffp-contract=off. A fused
+ * multiply-add is written as one (MK_DFMA: __fma_rn, C's fma; a single rounding on both). The
  * per-pixel functions built on these therefore give the same bits on both backends. */
 #ifndef MK_PX_H
 #define MK_PX_H
@@ -18,6 +19,7 @@
 #define MK_DADD(a, b) __dadd_rn((a), (b))
 #define MK_DSUB(a, b) __dsub_rn((a), (b))
 #define MK_DDIV(a, b) __ddiv_rn((a), (b))
+#define MK_DFMA(a, b, c) __fma_rn((a), (b), (c))
 /* round half to even, as cvRound */
 #define MK_DROUND(a) __double2int_rn(a)
 #else
@@ -31,6 +33,7 @@
 #define MK_DADD(a, b) ((double)(a) + (double)(b))
 #define MK_DSUB(a, b) ((double)(a) - (double)(b))
 #define MK_DDIV(a, b) ((double)(a) / (double)(b))
+#define MK_DFMA(a, b, c) fma((double)(a), (double)(b), (double)(c))
 #define MK_DROUND(a) ((int)lrint(a))
 #endif
 

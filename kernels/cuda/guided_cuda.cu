@@ -86,10 +86,19 @@ __host__ __device__ constexpr int coef_pitch(int wl)
     return (wl + kLaneCols - 1) & ~(kLaneCols - 1);
 }
 static_assert(strip_outs(kRMax) >= kLaneCols, "a strip yields outputs at the largest tile radius");
-/* Exact integers: vertical sums of 2r + 1 moments fit int32, and so do the horizontal prefix sums along a strip of
- * all moments but the guide-times-source ones (int64 from their first horizontal addition on). */
-static_assert(255LL * MK_GUIDED_Q * (2 * kRMax + 1) < (1LL << 31), "column sums of g p overflow int32");
-static_assert((long long)MK_GUIDED_Q * (2 * kRMax + 1) * kStripCols < (1LL << 31), "strip prefix sums overflow int32");
+/* coef_kernel sums the moments of shifted samples, guide levels minus kG0 and source values minus kP0 (|g| <= 128,
+ * |p| <= 32768; the solve takes the shifts back, mk_px_guided_solve_shifted), as exact integers: vertical sums of
+ * 2r + 1 moments fit int32. The horizontal sums are differences of prefix sums along the strip taken modulo 2^32
+ * (unsigned arithmetic), exact wherever the window's sum itself fits int32: for every moment at any radius up to
+ * kRMax but the guide-times-source ones, and for those too while (2r + 1)^2 128 32768 < 2^31 (r <= 10, narrow_r);
+ * above that they are summed in int64. */
+const int kG0 = 128, kP0 = 32768;
+static_assert(128LL * 32768 * (2 * kRMax + 1) < (1LL << 31), "column sums of g p overflow int32");
+static_assert(128LL * 128 * (2 * kRMax + 1) * (2 * kRMax + 1) < (1LL << 31), "window sums of g g overflow int32");
+__host__ __device__ constexpr bool narrow_r(int r)
+{
+    return 128LL * 32768 * (2 * r + 1) * (2 * r + 1) < (1LL << 31);
+}
 
 struct in_t {
     const uint8_t *guide;   /* the full-resolution guide, C bytes per pixel */
@@ -140,6 +149,12 @@ __device__ __forceinline__ void allow_next_kernel()
 #if __CUDA_ARCH__ >= 900
     cudaTriggerProgrammaticLaunchCompletion();
 #endif
+}
+
+/* v as a double, exactly, with one addition instead of a conversion (a quarter-rate op). */
+__device__ __forceinline__ double exact_f64s(int v)
+{
+    return __hiloint2double(0x43300000, (int)((unsigned)v ^ 0x80000000u)) - 4503601774854144.0; /* 2^52 + 2^31 */
 }
 
 /* v (0 <= v < 2^52) as a double, exactly, with one addition instead of a conversion (a quarter-rate op). */
@@ -233,8 +248,9 @@ template <int C, int SIGN> __device__ __forceinline__ void add_moments(const int
         v[k++] += sg[i] * pq;
 }
 
-/* The lane's columns of working row y: guide levels g and source fixed point pq, every load issued before any value
- * is used (no branch depends on a loaded value). REDUCED: the guide is the reduced one (s > 1). */
+/* The lane's columns of working row y: guide levels g and source fixed point pq, shifted by kG0 and kP0, every load
+ * issued before any value is used (no branch depends on a loaded value). REDUCED: the guide is the reduced one
+ * (s > 1). */
 template <int C, bool REDUCED> struct row_px {
     int g[kLaneCols][3], pq[kLaneCols];
 
@@ -247,7 +263,7 @@ template <int C, bool REDUCED> struct row_px {
                 const unsigned u = __ldg(grow + col[j]);
 #pragma unroll
                 for (int c = 0; c < C; c++)
-                    g[j][c] = (int)((u >> (8 * c)) & 255u);
+                    g[j][c] = (int)((u >> (8 * c)) & 255u) - kG0;
             }
         } else {
             const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
@@ -255,7 +271,7 @@ template <int C, bool REDUCED> struct row_px {
             for (int j = 0; j < kLaneCols; j++)
 #pragma unroll
                 for (int c = 0; c < C; c++)
-                    g[j][c] = __ldg(grow + col[j] * C + c);
+                    g[j][c] = __ldg(grow + col[j] * C + c) - kG0;
         }
         const char *srow = (const char *)in.src + (size_t)y * in.spitch;
         if (in.src_f32) {
@@ -265,11 +281,11 @@ template <int C, bool REDUCED> struct row_px {
                 v[j] = __ldg((const float *)srow + col[j]);
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++)
-                pq[j] = mk_px_src_q_f32(v[j]);
+                pq[j] = mk_px_src_q_f32(v[j]) - kP0;
         } else {
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++)
-                pq[j] = __ldg((const uint8_t *)srow + col[j]) * 257;
+                pq[j] = __ldg((const uint8_t *)srow + col[j]) * 257 - kP0;
         }
     }
 
@@ -280,8 +296,9 @@ template <int C, bool REDUCED> struct row_px {
     }
 };
 
-/* coef_kernel: a warp's strip, its column sums walked down the band, the window sums of each row, the solve. */
-template <int C, bool REDUCED>
+/* coef_kernel: a warp's strip, its column sums walked down the band, the window sums of each row, the solve.
+ * NARROW: narrow_r(pl.r), every window sum in 32 bits. */
+template <int C, bool REDUCED, bool NARROW>
 __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
                                                                 float *__restrict__ ab)
 {
@@ -327,17 +344,20 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
                 leave.template add_moments<-1>(j, v[j]);
             }
         }
-        int s32[N32][kLaneCols];
-        long long s64[C][kLaneCols];
+        constexpr int NU = NARROW ? NM : N32; /* moments summed modulo 2^32 */
+        unsigned s32[NU][kLaneCols];
+        long long s64[NARROW ? 1 : C][kLaneCols];
 #pragma unroll
-        for (int k = 0; k < N32; k++) {
-            const int c[kLaneCols] = {v[0][k], v[1][k], v[2][k], v[3][k]};
+        for (int k = 0; k < NU; k++) {
+            const unsigned c[kLaneCols] = {(unsigned)v[0][k], (unsigned)v[1][k], (unsigned)v[2][k], (unsigned)v[3][k]};
             strip_box(c, r, lane, s32[k]);
         }
+        if constexpr (!NARROW) {
 #pragma unroll
-        for (int k = 0; k < C; k++) {
-            const long long c[kLaneCols] = {v[0][N32 + k], v[1][N32 + k], v[2][N32 + k], v[3][N32 + k]};
-            strip_box(c, r, lane, s64[k]);
+            for (int k = 0; k < C; k++) {
+                const long long c[kLaneCols] = {v[0][N32 + k], v[1][N32 + k], v[2][N32 + k], v[3][N32 + k]};
+                strip_box(c, r, lane, s64[k]);
+            }
         }
         /* Every lane solves its four columns, also those past the strip's outputs (partial windows, dropped at the
          * store): the four solves then carry no branch and are independent chains the scheduler can interleave. */
@@ -346,13 +366,15 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
         for (int j = 0; j < kLaneCols; j++) {
             double S[NM];
 #pragma unroll
-            for (int k = 0; k < N32; k++)
-                S[k] = exact_f64((unsigned)s32[k][j]);
+            for (int k = 0; k < NU; k++)
+                S[k] = exact_f64s((int)s32[k][j]);
+            if constexpr (!NARROW) {
 #pragma unroll
-            for (int k = 0; k < C; k++)
-                S[N32 + k] = exact_f64(s64[k][j]);
+                for (int k = 0; k < C; k++)
+                    S[N32 + k] = __ll2double_rn(s64[k][j]);
+            }
             float aj[NC];
-            mk_px_guided_solve(&pc, S, aj, aj + C);
+            mk_px_guided_solve_shifted(&pc, S, kG0, kP0, aj, aj + C);
 #pragma unroll
             for (int c = 0; c < NC; c++)
                 a[c][j] = aj[c];
@@ -1125,11 +1147,16 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
     cudaStream_t s = MK_STREAM(ctx);
     bands_t bc, bf;
     int rc;
+    const bool narrow = narrow_r(pl.r);
     if (pl.s == 1) {
-        if ((rc = strip_bands<coef_kernel<C, false>>(ctx, pl, &bc)) ||
+        if ((rc = narrow ? strip_bands<coef_kernel<C, false, true>>(ctx, pl, &bc)
+                         : strip_bands<coef_kernel<C, false, false>>(ctx, pl, &bc)) ||
             (rc = strip_bands<final_kernel<C, 0>>(ctx, pl, &bf)))
             return rc;
-        coef_kernel<C, false><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
+        if (narrow)
+            coef_kernel<C, false, true><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
+        else
+            coef_kernel<C, false, false><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
         if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
             return rc;
         return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0>, in, pl, bf.rows, (const float *)ab, out,
@@ -1142,10 +1169,13 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
             return rc;
         return launch_low_r<C>(s, work, pl, means);
     }
-    if ((rc = strip_bands<coef_kernel<C, true>>(ctx, pl, &bc)) || (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf)))
+    if ((rc = narrow ? strip_bands<coef_kernel<C, true, true>>(ctx, pl, &bc)
+                     : strip_bands<coef_kernel<C, true, false>>(ctx, pl, &bc)) ||
+        (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf)))
         return rc;
     if ((rc = launch_reduce<C>(s, in, pl, rg)) ||
-        (rc = launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true>, work, pl, bc.rows, ab)))
+        (rc = narrow ? launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, true>, work, pl, bc.rows, ab)
+                     : launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, false>, work, pl, bc.rows, ab)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 1>, in, pl, bf.rows, (const float *)ab, out,
                         means);
