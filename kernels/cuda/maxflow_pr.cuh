@@ -522,17 +522,24 @@ __device__ int push_pixel(const pr_args &a, sm_push &s, int i, int j, int x, int
 
 /* The relabel step of pixel idx: an active pixel with no lower residual neighbour goes to 1 + the lowest one.
  * Neighbours relabel concurrently; a neighbour's label read is its old or new value, either keeps the labelling
- * valid. Returns whether the pixel is still active. */
+ * valid. The 8 residuals and 8 labels are loaded together, before any test (a label load that waited for its
+ * residual's test made the step a chain of 8 round trips). Returns whether the pixel is still active. */
 __device__ int relabel_pixel(sm_push &s, int idx, int hidx, int hc)
 {
     int hu = s.h[hidx];
     if (s.w[idx] <= 0 || hu >= hc)
         return 0;
+    int rr[8], hn[8];
+#pragma unroll
+    for (int d = 0; d < 8; d++) {
+        rr[d] = s.r[d][idx];
+        hn[d] = vload(&s.h[hidx + hoff(d)]);
+    }
     int m = kInf;
 #pragma unroll
     for (int d = 0; d < 8; d++)
-        if (s.r[d][idx] > 0)
-            m = min(m, vload(&s.h[hidx + hoff(d)]));
+        if (rr[d] > 0)
+            m = min(m, hn[d]);
     if (m >= hu) {
         hu = m >= kInf ? kInf : m + 1;
         *(volatile int *)&s.h[hidx] = hu;
