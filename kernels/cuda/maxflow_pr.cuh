@@ -13,6 +13,7 @@ const int kPix = kTile * kTile / kThreads;    /* pixels per thread in a tile vis
 const unsigned kRowMask = kTile == 32 ? 0xffffffffu : (1u << kTile) - 1u; /* the bits of a tile row */
 static_assert(kPix == 1 && (kTile == 32 || kTile == 16), "the bit-parallel local BFS holds a tile row in a word");
 const int kRingCells = 4 * kTile + 4;         /* pixels of the ring */
+static_assert(kThreads >= kRingCells, "a thread loads at most one ring cell");
 
 /* Offset of direction d in a ring-padded tile array. */
 __host__ __device__ constexpr int hoff(int d)
@@ -261,6 +262,16 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
     long long share = 0;
     if (tid == 0)
         sb.next = 0;
+    /* the ring's distances first, so that their loads overlap the pixels' (a thread waits for a load only where
+     * it uses the value, and it stores each pixel's state before it would issue the ring's load) */
+    int rq = 0, rd = kInf;
+    if (tid < kRingCells) {
+        int ri, rj;
+        ring_pos<kTile>(tid, ri, rj);
+        rq = (rj + 1) * kRing + ri + 1;
+        if (inside(a, x0 + ri, y0 + rj))
+            rd = __ldcg(a.dist + at(a, x0 + ri, y0 + rj));
+    }
 #pragma unroll 1
     for (int k = 0; k < kPix; k++) {
         int j = tid / kTile + kRows * k, x = x0 + i, y = y0 + j;
@@ -290,12 +301,8 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
         s.before[j * kTile + i] = before;
         s.d[(j + 1) * kRing + i + 1] = dist;
     }
-    for (int q = tid; q < kRingCells; q += kThreads) {
-        int ri, rj;
-        ring_pos<kTile>(q, ri, rj);
-        int x = x0 + ri, y = y0 + rj;
-        s.d[(rj + 1) * kRing + ri + 1] = inside(a, x, y) ? __ldcg(a.dist + at(a, x, y)) : kInf;
-    }
+    if (tid < kRingCells)
+        s.d[rq] = rd;
     __syncthreads();
     pf_count<P>(a, sb, PF_BFS_ITERS, bfs_relax(s));
     unsigned bits = 0;
@@ -573,6 +580,15 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
     int iters = 0;
     if (tid == 0)
         sb.next = 0;
+    /* the ring's labels first, so that their loads overlap the pixels' (as in bfs_visit) */
+    int rq = 0, rh = kInf;
+    if (tid < kRingCells) {
+        int ri, rj;
+        ring_pos<kTile>(tid, ri, rj);
+        rq = (rj + 1) * kRing + ri + 1;
+        if (inside(a, x0 + ri, y0 + rj))
+            rh = __ldcg(a.lab + at(a, x0 + ri, y0 + rj));
+    }
 #pragma unroll 1
     for (int k = 0; k < kPix; k++) {
         int j = tid / kTile + kRows * k, x = x0 + i, y = y0 + j, idx = j * kTile + i;
@@ -595,13 +611,8 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
         s.w[idx] = w;
         s.h[(j + 1) * kRing + i + 1] = h;
     }
-    for (int q = tid; q < kRingCells; q += kThreads) {
-        int ri, rj;
-        ring_pos<kTile>(q, ri, rj);
-        int x = x0 + ri, y = y0 + rj, hq = (rj + 1) * kRing + ri + 1;
-        int h = inside(a, x, y) ? __ldcg(a.lab + at(a, x, y)) : kInf;
-        s.h[hq] = h;
-    }
+    if (tid < kRingCells)
+        s.h[rq] = rh;
     __syncthreads();
     pf_mark<P>(a, sb, PF_PUSH_LOAD, t0);
     unsigned pbits = 0; /* tiles of the other tiling that received excess across the border */
@@ -805,13 +816,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         for (int y = blockIdx.x; y < a.h; y += gridDim.x)
             for (int x = tid; x < a.w; x += kThreads) {
                 size_t p = at(a, x, y);
-                int dist = __ldcg(a.dist + p);
+                const int dist = __ldcg(a.dist + p);
+                const unsigned rm = __ldcg(a.rmask + p); /* with the distance: one round trip */
                 __stcg(a.lab + p, dist);
                 __stcg(a.dist + p, kInf);
                 a.cut[(size_t)y * a.cut_pitch + x] = dist >= kInf;
                 if (dist < kInf) {
                     dmax = max(dmax, dist);
-                    if (__ldcg(a.rmask + p) & kExcess) {
+                    if (rm & kExcess) {
                         /* the tile goes to the first push pass's list (pass gp: the relabel's last pass left
                          * cnt[gp % 3] at 0) */
                         const unsigned t = (unsigned)((y / kTile) * a.ntx[0] + x / kTile);
