@@ -334,7 +334,8 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
     }
     if (tid == 0 && sb.next)
         wake<kTile>(a.ntx, a.nty, a.bflag[!o], sb.next, cx, cy, o, cnt, list);
-    __syncthreads();
+    /* No barrier: the other threads may start the next visit while thread 0 wakes (they touch sb.next and the
+     * reduction slots only after that visit's first barrier, which thread 0 reaches after its wake). */
 }
 
 /* ---- push passes: one tile visit ---- */
@@ -674,7 +675,7 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
     __syncthreads();
     if (tid == 0 && sb.next)
         wake<kTile>(a.ntx, a.nty, a.pflag[!o], sb.next, cx, cy, o, cnt, list);
-    __syncthreads();
+    /* no barrier (as at the end of bfs_visit) */
     pf_mark<P>(a, sb, PF_PUSH_STORE, t0);
 }
 
