@@ -6,9 +6,10 @@
  * are differences of prefix sums across the warp (shuffles). Nothing goes through shared memory, every sum costs
  * the same for any radius, and a strip yields 128 - 2r output columns rounded down to a multiple of 4 (a band pays
  * 2r + 1 rows of warm-up).
- *   coef_kernel:  the moments' window sums as exact integers (int32; int64 for the guide-times-source moments from
- *                 the first horizontal addition on), equal to the CPU reference's, then per pixel the reference's
- *                 own solve (mk_px_guided_solve): a and b as floats, the same bits as the CPU's.
+ *   coef_kernel:  the window sums of the moments of shifted samples (guide - 128, source - 32768) as exact
+ *                 integers (32 bits; the guide-times-source ones in int64 past r = 10), then per pixel the
+ *                 reference's own solve, told the shifts (mk_px_guided_solve_shifted): a and b as floats, the same
+ *                 bits as the CPU's.
  *                 a and b go to C + 1 planes (rows padded to 4 floats): the strips' working columns start on a
  *                 multiple of 4, so a lane's four columns of a plane row are one aligned float4.
  *   final_kernel: the window sums of a and b in double (another order than the reference's tables: equal to
