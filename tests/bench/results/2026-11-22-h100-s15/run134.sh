@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# session 15: global relabel ending once every pixel with excess has a distance (MASKD_PR_EARLY=1) and the label cap
+# from the active pixels' largest distance (MASKD_PR_HC_ACT=1), against neither, one binary; exactness tests
+set -u
+O=$OUT/${TAG:-er}; mkdir -p $O
+source .device/env.sh
+OUT=$O bash tests/bench/device.sh none > $O/build.txt 2>&1; grep -E "error|FAILED|warning" $O/build.log | head -5
+B=build-gpu/clients/masktool
+export MASKD_SOURCE_ROOT=$PWD MASKD_TEST_DATA SHARED_DATA
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $O/gpu.txt
+MASKD_PR_EARLY=1 MASKD_PR_HC_ACT=1 timeout 120 meson test -C build-gpu --no-rebuild --print-errorlogs maxflow_cuda grabcut_cuda > $O/test_both.log 2>&1; echo "tests early+hc rc=$?"
+MASKD_PR_EARLY=1 timeout 120 meson test -C build-gpu --no-rebuild --print-errorlogs maxflow_cuda grabcut_cuda > $O/test_early.log 2>&1; echo "tests early rc=$?"
+MASKD_PR_EARLY=1 MASKD_PR_HC_ACT=1 MASKD_PR_TILE=32 timeout 120 meson test -C build-gpu --no-rebuild --print-errorlogs maxflow_cuda grabcut_cuda > $O/test32.log 2>&1; echo "tests early+hc tile 32 rc=$?"
+summ() { python3 -c 'import json,sys
+for f in sys.argv[2:]:
+  for x in json.load(open(f))["results"]:
+    if "warm" in x["op"]: continue
+    print(sys.argv[1], x["op"], x["size"], "median", x["median_us"], "rounds", x.get("rounds"), "relabels", x.get("global_relabels"))' "$@"; }
+run() { case $1 in none) env "${@:2}";; early) MASKD_PR_EARLY=1 env "${@:2}";; hc) MASKD_PR_HC_ACT=1 env "${@:2}";; both) MASKD_PR_EARLY=1 MASKD_PR_HC_ACT=1 env "${@:2}";; esac; }
+for rep in 1 2; do for m in none early hc both; do
+  run $m timeout 40 $B bench grabcut --backend cuda --sizes ${SIZES:-320x180,416x416,640x480,1280x720} --runs 40 --warmup 5 > $O/gc_$m.$rep.json 2>/dev/null
+  run $m timeout 30 $B bench maxflow --backend cuda --runs 40 --warmup 5 > $O/mf_$m.$rep.json 2>/dev/null
+  summ "$m" $O/gc_$m.$rep.json $O/mf_$m.$rep.json
+done; done | tee $O/summary.txt | sort -k2,3 -k1,1
+for m in none early both; do
+  run $m MASKD_MAXFLOW_PROFILE=1 timeout 30 $B bench grabcut --backend cuda --sizes 416x416,640x480 --runs 2 --warmup 1 > /dev/null 2> $O/prof_$m.log
+  run $m MASKD_MAXFLOW_PROFILE=1 timeout 30 $B bench maxflow --backend cuda --runs 2 --warmup 1 > /dev/null 2> $O/profmf_$m.log
+done
+rm -f $O/build.log $O/setup.log
+tar czf $OUT/${TAG:-er}.tgz -C $OUT ${TAG:-er} && rm -rf $O
