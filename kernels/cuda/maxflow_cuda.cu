@@ -93,7 +93,7 @@ struct pr_args {
     size_t cut_pitch;
     long long *flow_out;
     int ntx[2], nty[2]; /* tiles per tiling */
-    int sweeps, push_passes, margin, max_rounds;
+    int sweeps, push_passes, later_passes, margin, max_rounds; /* push passes: the first round, the later ones */
     unsigned long long *prof; /* PF_TOTAL counters, or NULL */
 };
 
@@ -415,6 +415,14 @@ int passes_between_relabels(const layout &l)
     return n < 8 ? 8 : n > 24 ? 24 : n;
 }
 
+/* Push passes of the rounds after a solve's first when the parameters leave it open: at most kLaterPasses. The first
+ * round moves the bulk of the excess; what is left after it either reaches the sink within a few passes or is cut
+ * off, which only the next global relabel can tell, and passes past ~8 mostly raise the labels of excess that is
+ * cut off. On the H100 against as many as the first round (NOTES.md, session 15, three runs each): fixed-model cut
+ * 320x180 522-557 -> 468-474 us, 416x416 990-1008 -> 945-984, 1280x720 2888-2921 -> 2630-2758; 5 iterations 320x180
+ * 3227-3239 -> 3045-3095, 416x416 4420-4620 -> 4344-4409; 640x480 within the noise. */
+const int kLaterPasses = 8;
+
 } // namespace
 
 extern "C" mk_pr_params_t mk_pr_params_default(void)
@@ -424,6 +432,7 @@ extern "C" mk_pr_params_t mk_pr_params_default(void)
     p.push_passes = 0; /* by the grid's size (passes_between_relabels) */
     p.margin = 8;
     p.max_rounds = 1000;
+    p.later_passes = 0; /* the smaller of push_passes and kLaterPasses */
     return p;
 }
 
@@ -471,13 +480,15 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
     s->h = height;
     s->l = l;
     s->params = mk_pr_params_default();
-    const char *pe = getenv("MASKD_PR_PARAMS"); /* a measuring aid: sweeps,push_passes,margin */
+    const char *pe = getenv("MASKD_PR_PARAMS"); /* a measuring aid: sweeps,push_passes,margin[,later_passes] */
     if (pe) {
         mk_pr_params_t q = s->params;
-        if (sscanf(pe, "%d,%d,%d", &q.sweeps, &q.push_passes, &q.margin) == 3 && !mk_pr_set_params(s, &q))
-            MK_DEBUG("max-flow solver: MASKD_PR_PARAMS %d,%d,%d", q.sweeps, q.push_passes, q.margin);
+        int n = sscanf(pe, "%d,%d,%d,%d", &q.sweeps, &q.push_passes, &q.margin, &q.later_passes);
+        if ((n == 3 || n == 4) && !mk_pr_set_params(s, &q))
+            MK_DEBUG("max-flow solver: MASKD_PR_PARAMS %d,%d,%d,%d", q.sweeps, q.push_passes, q.margin,
+                     q.later_passes);
         else
-            MK_WARN("max-flow solver: MASKD_PR_PARAMS=%s ignored (sweeps,push_passes,margin)", pe);
+            MK_WARN("max-flow solver: MASKD_PR_PARAMS=%s ignored (sweeps,push_passes,margin[,later_passes])", pe);
     }
     long long tiles = (long long)s->l.ntx[1] * s->l.nty[1], room = (long long)per_sm * ctx->sm_count;
     s->blocks = (int)(tiles < room ? tiles : room);
@@ -518,9 +529,11 @@ extern "C" int mk_pr_set_params(mk_pr_solver_t *s, const mk_pr_params_t *p)
     if (!s || !p)
         return mk_err_set(MK_EINVAL, "max-flow solver: NULL argument");
     if (p->sweeps < 1 || p->sweeps > 1024 || p->push_passes < 0 || p->push_passes > 1024 || p->margin < 1 ||
-        p->margin > (1 << 20) || p->max_rounds < 1 || p->max_rounds > (1 << 20))
+        p->margin > (1 << 20) || p->max_rounds < 1 || p->max_rounds > (1 << 20) || p->later_passes < 0 ||
+        p->later_passes > 1024)
         return mk_err_set(MK_ERANGE, "max-flow solver: parameters out of range (sweeps %d, push passes %d, margin %d, "
-                          "rounds %d)", p->sweeps, p->push_passes, p->margin, p->max_rounds);
+                          "rounds %d, later push passes %d)", p->sweeps, p->push_passes, p->margin, p->max_rounds,
+                          p->later_passes);
     s->params = *p;
     return 0;
 }
@@ -600,6 +613,8 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
     a.flow_out = flow_dev ? (long long *)flow_dev : (long long *)(s->buf + l.flow_own);
     a.sweeps = s->params.sweeps;
     a.push_passes = s->params.push_passes ? s->params.push_passes : passes_between_relabels(s->l);
+    a.later_passes = s->params.later_passes ? s->params.later_passes
+                                            : a.push_passes < kLaterPasses ? a.push_passes : kLaterPasses;
     a.margin = s->params.margin;
     a.max_rounds = s->params.max_rounds;
     a.prof = stats ? prof_buffer() : NULL;

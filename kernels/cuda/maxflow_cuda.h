@@ -26,8 +26,8 @@
  *   - else push passes: each tile with active pixels (excess, label below the largest distance + margin) is loaded
  *     into shared memory, relabelled by a local BFS (its ring's labels as seeds; one warp, the tile's rows as bit
  *     masks, a level per step), then runs synchronous push/relabel sweeps (a new local BFS when a sweep cannot
- *     push), pushes across the tile's border going to global memory by atomics; up to push_passes passes, then
- *     the next global relabel. Tiles are 16 x 16 pixels on grids up to 512 pixels on the longer side, else
+ *     push), pushes across the tile's border going to global memory by atomics; up to push_passes passes in a
+ *     solve's first round and later_passes in each round after it, then the next global relabel. Tiles are 16 x 16 pixels on grids up to 512 pixels on the longer side, else
  *     32 x 32.
  * Passes alternate between two tilings shifted by half a tile (maxflow_tiles.h). Races are ruled out by
  * construction: in a pass the tiles are disjoint, a tile writes its own pixels' labels and the flows of edges
@@ -51,12 +51,14 @@ extern "C" {
 
 typedef struct mk_pr_solver mk_pr_solver_t;
 
-/* Tuning knobs (mk_pr_params_default: sweeps 8, push_passes 0, margin 8, max_rounds 1000). */
+/* Tuning knobs (mk_pr_params_default: sweeps 8, push_passes 0, margin 8, max_rounds 1000, later_passes 0). */
 typedef struct {
     int sweeps;      /* push/relabel sweeps per tile visit, 1..1024 */
     int push_passes; /* push passes between two global relabels, 1..1024; 0: by the grid's size (8..24) */
     int margin;      /* labels >= largest finite distance + margin wait for the next global relabel, 1..2^20 */
     int max_rounds;  /* global relabels before giving up (MK_ESTATE), 1..2^20 */
+    int later_passes; /* push passes between two global relabels after a solve's first, 0..1024; 0: the smaller
+                       * of the first round's and 8 */
 } mk_pr_params_t;
 
 mk_pr_params_t mk_pr_params_default(void);

@@ -871,7 +871,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
 
         /* Push passes. */
         const int hc = dmax + a.margin;
-        for (int pp = 0; pp < a.push_passes; pp++) {
+        const int np = round == 0 ? a.push_passes : a.later_passes;
+        for (int pp = 0; pp < np; pp++) {
             const int o = pp & 1;
             unsigned *cnt = &a.ctl->cnt[(gp + 1) % 3], *next = a.list[(gp + 1) & 1];
             const unsigned *mine = a.list[gp & 1];
