@@ -27,8 +27,8 @@
  *     into shared memory, relabelled by a local BFS (its ring's labels as seeds; one warp, the tile's rows as bit
  *     masks, a level per step), then runs synchronous push/relabel sweeps (a new local BFS when a sweep cannot
  *     push), pushes across the tile's border going to global memory by atomics; up to push_passes passes in a
- *     solve's first round and later_passes in each round after it, then the next global relabel. Tiles are 16 x 16 pixels on grids up to 512 pixels on the longer side, else
- *     32 x 32.
+ *     solve's first round and later_passes in each round after it, then the next global relabel. Tiles are
+ *     16 x 16 pixels on grids up to 512 pixels on the longer side, else 32 x 32.
  * Passes alternate between two tilings shifted by half a tile (maxflow_tiles.h). Races are ruled out by
  * construction: in a pass the tiles are disjoint, a tile writes its own pixels' labels and the flows of edges
  * inside it with plain stores and the flows of edges crossing its border only with atomic adds; within a sweep an
