@@ -94,6 +94,7 @@ struct pr_args {
     long long *flow_out;
     int ntx[2], nty[2]; /* tiles per tiling */
     int sweeps, push_passes, later_passes, margin, max_rounds; /* push passes: the first round, the later ones */
+    int dcap, cap_first, cap_sticky; /* experiment (MASKD_PR_CAP): depth cap of global relabels */
     unsigned long long *prof; /* PF_TOTAL counters, or NULL */
 };
 
@@ -617,6 +618,12 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
                                             : a.push_passes < kLaterPasses ? a.push_passes : kLaterPasses;
     a.margin = s->params.margin;
     a.max_rounds = s->params.max_rounds;
+    a.dcap = a.cap_first = a.cap_sticky = 0;
+    {
+        const char *ce = getenv("MASKD_PR_CAP"); /* experiment: cap[,first[,sticky]] */
+        if (ce)
+            sscanf(ce, "%d,%d,%d", &a.dcap, &a.cap_first, &a.cap_sticky);
+    }
     a.prof = stats ? prof_buffer() : NULL;
     if (a.prof && (rc = MK_CUDA_CHECK(cudaMemsetAsync(a.prof, 0, PF_TOTAL * sizeof *a.prof, MK_STREAM(s->ctx)))))
         return rc;

@@ -221,7 +221,7 @@ __device__ void wake(const int ntx[2], const int nty[2], unsigned *flags, unsign
 
 /* Relaxes the tile's distances to their fixpoint given the ring: d(p) = 1 for sink pixels, else 1 + the smallest
  * distance over p's residual arcs. Every value is an upper bound of the true distance throughout. */
-__device__ int bfs_relax(sm_bfs &s)
+__device__ int bfs_relax(sm_bfs &s, int lim)
 {
     const int i = threadIdx.x % kTile;
     unsigned mk[kPix]; /* the residual directions of the thread's pixels, 0 for those that never change */
@@ -239,7 +239,7 @@ __device__ int bfs_relax(sm_bfs &s)
             int j = threadIdx.x / kTile + kRows * k;
             int hidx = (j + 1) * kRing + i + 1;
             int cur = vload(&s.d[hidx]), best = relax_min(s.d, hidx, mk[k], cur);
-            if (best < cur) {
+            if (best < cur && best <= lim) {
                 *(volatile int *)&s.d[hidx] = best;
                 changed = 1;
             }
@@ -253,7 +253,8 @@ __device__ int bfs_relax(sm_bfs &s)
  * pixels with distance 1 and adds up the tile's share of the flow value; later passes start from the stored
  * masks and distances. Pixels whose distance dropped wake the other tiling's tiles around them. */
 template <bool P>
-__device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool first, unsigned *cnt, unsigned *list)
+__device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool first, int lim, unsigned *cnt,
+                          unsigned *list)
 {
     sm_bfs &s = sb.u.b;
     const int tid = threadIdx.x, i = tid % kTile;
@@ -304,7 +305,7 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
     if (tid < kRingCells)
         s.d[rq] = rd;
     __syncthreads();
-    pf_count<P>(a, sb, PF_BFS_ITERS, bfs_relax(s));
+    pf_count<P>(a, sb, PF_BFS_ITERS, bfs_relax(s, lim));
     unsigned bits = 0;
 #pragma unroll 1
     for (int k = 0; k < kPix; k++) {
@@ -775,7 +776,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
     unsigned gp = 0; /* passes so far: selects the counter slots */
     unsigned pn = 0, pt = 0; /* the pass's tile count and this block's first tile (pass_end) */
     int passes = 0, status = 0;
+    bool complete_next = false, uncapped = false; /* experiment: depth-capped relabels */
     for (int round = 0;; round++) {
+        const bool capped = a.dcap > 0 && (round > 0 || a.cap_first) && !complete_next && !uncapped;
+        const int lim = capped ? a.dcap : kInf - 1;
         /* Global relabel. */
         for (int bp = 0;; bp++) {
             const int o = bp & 1;
@@ -791,7 +795,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                     __stcg(a.bflag[o] + t, 0u);
                 pf_mark<P>(a, sb, PF_SKIP, t0);
                 long long v0 = t0;
-                bfs_visit<P>(a, sb, o, t, first, cnt, next);
+                bfs_visit<P>(a, sb, o, t, first, lim, cnt, next);
                 pf_mark<P>(a, sb, PF_BFS_VISIT, t0);
                 pf_count<P>(a, sb, PF_BFS_VISITS, 1);
                 slow = max(slow, t0 - v0);
@@ -862,8 +866,19 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         dmax = __ldcg(&a.ctl->dmax);
         if (P && a.prof && leader && round < PF_MAX_ROUNDS)
             a.prof[PF_ROUND + round] = (unsigned)active | (unsigned long long)(unsigned)dmax << 32 | 1ull << 63;
+        if (!active && capped) {
+            complete_next = true; /* nothing active within the cap: the next relabel decides */
+            if (round + 1 >= a.max_rounds) {
+                status = 1;
+                break;
+            }
+            continue;
+        }
         if (!active)
             break;
+        if (!capped && complete_next && a.cap_sticky)
+            uncapped = true;
+        complete_next = false;
         if (round + 1 >= a.max_rounds) {
             status = 1;
             break;
