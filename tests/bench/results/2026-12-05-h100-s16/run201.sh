@@ -15,13 +15,14 @@ summ() { python3 -c 'import json,sys
 for f in sys.argv[2:]:
   for x in json.load(open(f))["results"]:
     print(sys.argv[1], x["op"], x["size"], "median", x["median_us"], "rounds", x.get("rounds"), "relabels", x.get("global_relabels"))' "$@"; }
-for rep in 1 2; do for m in ${SETS:-0 48 64 64,1 64,0,1 96 128,1}; do
-  MASKD_PR_CAP=$m timeout 40 $B bench grabcut --backend cuda --sizes ${SIZES:-320x180,416x416,640x480} --runs 40 --warmup 5 > $O/gc_$m.$rep.json 2>/dev/null
-  MASKD_PR_CAP=$m timeout 30 $B bench maxflow --backend cuda --runs 40 --warmup 5 > $O/mf_$m.$rep.json 2>/dev/null
+for rep in 1 2; do for m in ${SETS:-0 48 64,1 64,0,1 96 128,1}; do
+  MASKD_PR_CAP=$m timeout 40 $B bench grabcut --backend cuda --sizes ${SIZES:-320x180,416x416,640x480} --runs 30 --warmup 5 > $O/gc_$m.$rep.json 2>/dev/null
+  MASKD_PR_CAP=$m timeout 30 $B bench maxflow --backend cuda --runs 30 --warmup 5 > $O/mf_$m.$rep.json 2>/dev/null
   summ "c$m" $O/gc_$m.$rep.json $O/mf_$m.$rep.json
 done; done | tee $O/summary.txt | sort -k2,3 -k1,1
 for m in 0 64; do
   MASKD_PR_CAP=$m MASKD_MAXFLOW_PROFILE=1 timeout 30 $B bench grabcut --backend cuda --sizes 416x416 --runs 2 --warmup 1 > /dev/null 2> $O/prof_$m.log
 done
+which cuobjdump ncu nsys compute-sanitizer > $O/tools.txt 2>&1; cuobjdump -sass build-gpu/kernels/libmaskd-kernels.a.p/guided_cuda.o > $O/guided.sass 2>&1; cuobjdump -sass build-gpu/kernels/libmaskd-kernels.a.p/maxflow_cuda.o > $O/maxflow.sass 2>&1
 rm -f $O/build.log $O/setup.log
 tar czf $OUT/${TAG:-cap}.tgz -C $OUT ${TAG:-cap} && rm -rf $O
