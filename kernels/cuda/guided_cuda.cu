@@ -188,15 +188,50 @@ __device__ __forceinline__ bool strip_of(const mk_guided_plan_t &pl, int band_ro
     return st.y0 < pl.hl;
 }
 
-/* Inclusive prefix sum of v over the lanes of the warp. */
-template <typename T> __device__ __forceinline__ T warp_prefix(T v, int lane)
+/* v + (the v of lane - d, where that lane exists): the shuffle's own lane-valid predicate guards the addition, one
+ * instruction less per step than a compare and a select (the same sum, the same bits). */
+__device__ __forceinline__ unsigned shfl_up_add(unsigned v, int d)
+{
+    asm("{\n\t.reg .pred p;\n\t.reg .b32 t;\n\t"
+        "shfl.sync.up.b32 t|p, %0, %1, 0, -1;\n\t"
+        "@p add.u32 %0, %0, t;\n\t}"
+        : "+r"(v)
+        : "r"(d));
+    return v;
+}
+
+__device__ __forceinline__ long long shfl_up_add(long long v, int d)
+{
+    asm("{\n\t.reg .pred p;\n\t.reg .b32 lo, hi, tl, th;\n\t.reg .b64 t;\n\t"
+        "mov.b64 {lo, hi}, %0;\n\t"
+        "shfl.sync.up.b32 tl|p, lo, %1, 0, -1;\n\t"
+        "shfl.sync.up.b32 th, hi, %1, 0, -1;\n\t"
+        "mov.b64 t, {tl, th};\n\t"
+        "@p add.s64 %0, %0, t;\n\t}"
+        : "+l"(v)
+        : "r"(d));
+    return v;
+}
+
+__device__ __forceinline__ double shfl_up_add(double v, int d)
+{
+    asm("{\n\t.reg .pred p;\n\t.reg .b32 lo, hi, tl, th;\n\t.reg .f64 t;\n\t"
+        "mov.b64 {lo, hi}, %0;\n\t"
+        "shfl.sync.up.b32 tl|p, lo, %1, 0, -1;\n\t"
+        "shfl.sync.up.b32 th, hi, %1, 0, -1;\n\t"
+        "mov.b64 t, {tl, th};\n\t"
+        "@p add.rn.f64 %0, %0, t;\n\t}"
+        : "+d"(v)
+        : "r"(d));
+    return v;
+}
+
+/* Inclusive prefix sum of v over the lanes of the warp (every lane of the warp takes part). */
+template <typename T> __device__ __forceinline__ T warp_prefix(T v)
 {
 #pragma unroll
-    for (int d = 1; d < kWarp; d <<= 1) {
-        T t = __shfl_up_sync(kFull, v, d);
-        if (lane >= d)
-            v += t;
-    }
+    for (int d = 1; d < kWarp; d <<= 1)
+        v = shfl_up_add(v, d);
     return v;
 }
 
@@ -206,7 +241,7 @@ template <typename T> __device__ __forceinline__ T warp_prefix(T v, int lane)
 template <typename T> __device__ __forceinline__ void strip_box(const T c[kLaneCols], int r, int lane, T out[kLaneCols])
 {
     const T p0 = c[0], p1 = p0 + c[1], p2 = p1 + c[2], p3 = p2 + c[3];
-    const T left = warp_prefix(p3, lane) - p3; /* the columns of the lanes before this one */
+    const T left = warp_prefix(p3) - p3; /* the columns of the lanes before this one */
     const T P0 = left + p0, P1 = left + p1, P2 = left + p2, P3 = left + p3;
     const int d = r >> 1;
     T hi0, hi1, hi2, hi3;

@@ -866,7 +866,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         dmax = __ldcg(&a.ctl->dmax);
         if (P && a.prof && leader && round < PF_MAX_ROUNDS)
             a.prof[PF_ROUND + round] = (unsigned)active | (unsigned long long)(unsigned)dmax << 32 | 1ull << 63;
-        if (!active && capped) {
+        if (!active && capped && dmax >= lim) {
             complete_next = true; /* nothing active within the cap: the next relabel decides */
             if (round + 1 >= a.max_rounds) {
                 status = 1;
@@ -876,6 +876,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         }
         if (!active)
             break;
+        /* a capped relabel whose distances stayed below the cap was complete */
         if (!capped && complete_next && a.cap_sticky)
             uncapped = true;
         complete_next = false;
