@@ -87,6 +87,9 @@ __host__ __device__ constexpr int coef_pitch(int wl)
     return (wl + kLaneCols - 1) & ~(kLaneCols - 1);
 }
 static_assert(strip_outs(kRMax) >= kLaneCols, "a strip yields outputs at the largest tile radius");
+/* The full filter's strip kernels are also compiled for this radius (the default guided.radius and the benchmark's),
+ * whose window sums need no scan (strip_box); other radii take the general kernels. */
+const int kFixedR = 8;
 /* coef_kernel sums the moments of shifted samples, guide levels minus kG0 and source values minus kP0 (|g| <= 128,
  * |p| <= 32768; the solve takes the shifts back, mk_px_guided_solve_shifted), as exact integers: vertical sums of
  * 2r + 1 moments fit int32. The horizontal sums are differences of prefix sums along the strip taken modulo 2^32
@@ -100,6 +103,8 @@ __host__ __device__ constexpr bool narrow_r(int r)
 {
     return 128LL * 32768 * (2 * r + 1) * (2 * r + 1) < (1LL << 31);
 }
+
+static_assert(narrow_r(kFixedR), "the fixed radius's window sums fit 32 bits");
 
 struct in_t {
     const uint8_t *guide;   /* the full-resolution guide, C bytes per pixel */
@@ -235,12 +240,71 @@ template <typename T> __device__ __forceinline__ T warp_prefix(T v)
     return v;
 }
 
+/* The sum of v over lanes L .. L + N - 1 (N >= 1, known at compile time), by doubling: s holds sums of 2^k lanes
+ * starting at L, and the powers of two in N are added at their offsets. Lanes past the warp's end read their own
+ * value (their sums are not used). */
+template <int N, typename T> __device__ __forceinline__ T lane_range_sum(T v)
+{
+    T s = v, sum = v;
+    bool have = false;
+    int off = 0;
+#pragma unroll
+    for (int k = 0; (1 << k) <= N; k++) {
+        if (k > 0)
+            s = s + __shfl_down_sync(kFull, s, 1 << (k - 1));
+        if (N & (1 << k)) {
+            const T t = off ? __shfl_down_sync(kFull, s, off) : s;
+            sum = have ? sum + t : t;
+            have = true;
+            off += 1 << k;
+        }
+    }
+    return sum;
+}
+
 /* Window sums of 2r + 1 columns along a strip: lane L holds the values c[0..3] of columns 4L..4L+3, and out[j]
- * becomes the sum over columns 4L+j .. 4L+j+2r, valid where 4L + j + 2r < 128. With P the prefix sums along the
- * strip, out[j] = P(4L+j+2r) - P(4L+j-1); the first term comes from lane L + (j+2r)/4, element (j+2r) % 4. */
-template <typename T> __device__ __forceinline__ void strip_box(const T c[kLaneCols], int r, int lane, T out[kLaneCols])
+ * becomes the sum over columns 4L+j .. 4L+j+2r, valid where 4L + j + 2r < 128.
+ * RS = 0 (any r): with P the prefix sums along the strip, out[j] = P(4L+j+2r) - P(4L+j-1); the first term comes from
+ * lane L + (j+2r)/4, element (j+2r) % 4 (a scan of the lanes' totals, then four shuffles).
+ * RS = r > 0 (known at compile time; 2r = 4d + 2e): the window is the totals of lanes L .. L+d-1 less this lane's
+ * columns before j, plus the columns up to j + 2e of lane L + d (past its end, lane L + d + 1's): no scan, the
+ * totals summed over d lanes by doubling. Integer sums are exact either way (modulo 2^32 where the window's sum
+ * fits); double sums round in another order. */
+template <int RS, typename T>
+__device__ __forceinline__ void strip_box(const T c[kLaneCols], int r, T out[kLaneCols])
 {
     const T p0 = c[0], p1 = p0 + c[1], p2 = p1 + c[2], p3 = p2 + c[3];
+    if constexpr (RS > 0) {
+        constexpr int d = RS >> 1;
+        const T x0 = __shfl_down_sync(kFull, p0, d), x1 = __shfl_down_sync(kFull, p1, d);
+        const T x2 = __shfl_down_sync(kFull, p2, d), x3 = __shfl_down_sync(kFull, p3, d);
+        if constexpr (d == 0) {
+            if constexpr (RS & 1) { /* r = 1: columns j .. j + 2 */
+                const T y0 = __shfl_down_sync(kFull, p0, 1), y1 = __shfl_down_sync(kFull, p1, 1);
+                out[0] = p2;
+                out[1] = p3 - p0;
+                out[2] = (p3 - p1) + y0;
+                out[3] = (p3 - p2) + y1;
+            }
+        } else {
+            const T R = lane_range_sum<d>(p3);
+            if constexpr (RS & 1) { /* 2r = 4d + 2 */
+                const T y0 = __shfl_down_sync(kFull, p0, d + 1), y1 = __shfl_down_sync(kFull, p1, d + 1);
+                const T R1 = R + x3;
+                out[0] = R + x2;
+                out[1] = (R - p0) + x3;
+                out[2] = (R1 - p1) + y0;
+                out[3] = (R1 - p2) + y1;
+            } else { /* 2r = 4d */
+                out[0] = R + x0;
+                out[1] = (R - p0) + x1;
+                out[2] = (R - p1) + x2;
+                out[3] = (R - p2) + x3;
+            }
+        }
+        (void)r;
+        return;
+    }
     const T left = warp_prefix(p3) - p3; /* the columns of the lanes before this one */
     const T P0 = left + p0, P1 = left + p1, P2 = left + p2, P3 = left + p3;
     const int d = r >> 1;
@@ -334,7 +398,7 @@ template <int C, bool REDUCED> struct row_px {
 
 /* coef_kernel: a warp's strip, its column sums walked down the band, the window sums of each row, the solve.
  * NARROW: narrow_r(pl.r), every window sum in 32 bits. */
-template <int C, bool REDUCED, bool NARROW>
+template <int C, bool REDUCED, bool NARROW, int RS = 0>
 __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
                                                                 float *__restrict__ ab)
 {
@@ -386,13 +450,13 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
 #pragma unroll
         for (int k = 0; k < NU; k++) {
             const unsigned c[kLaneCols] = {(unsigned)v[0][k], (unsigned)v[1][k], (unsigned)v[2][k], (unsigned)v[3][k]};
-            strip_box(c, r, lane, s32[k]);
+            strip_box<RS>(c, r, s32[k]);
         }
         if constexpr (!NARROW) {
 #pragma unroll
             for (int k = 0; k < C; k++) {
                 const long long c[kLaneCols] = {v[0][N32 + k], v[1][N32 + k], v[2][N32 + k], v[3][N32 + k]};
-                strip_box(c, r, lane, s64[k]);
+                strip_box<RS>(c, r, s64[k]);
             }
         }
         /* Every lane solves its four columns, also those past the strip's outputs (partial windows, dropped at the
@@ -450,7 +514,7 @@ __device__ __forceinline__ void load_coef_plane(const float *row, const int col[
 
 /* final_kernel's walk down its strip. VEC: every lane of the warp loads its coefficients as float4 (a strip away
  * from the image's left and right edges); the choice is the warp's, so each instantiation has one kind of load. */
-template <int C, int MODE, bool VEC>
+template <int C, int MODE, bool VEC, int RS>
 __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_t &pl, const strip_t &st,
                                            const float *__restrict__ ab, const mk_mask_out_t &out,
                                            float *__restrict__ means)
@@ -513,7 +577,7 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             const double cs[kLaneCols] = {v[0][c], v[1][c], v[2][c], v[3][c]};
-            strip_box(cs, r, lane, s[c]);
+            strip_box<RS>(cs, r, s[c]);
         }
 #pragma unroll
         for (int j = 0; j < kLaneCols; j++) {
@@ -536,7 +600,7 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
 }
 
 /* MODE 0 (s = 1): q and its mask product at each pixel; MODE 1 (s > 1): the coefficient means. */
-template <int C, int MODE>
+template <int C, int MODE, int RS = 0>
 __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
                                                               const float *__restrict__ ab, mk_mask_out_t out,
                                                               float *__restrict__ means)
@@ -548,9 +612,9 @@ __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided
         return;
     /* float4 loads when the strip's working columns are all inside the image (their first is a multiple of 4) */
     if (st.x0 - pl.r >= 0 && st.x0 - pl.r + kStripCols <= pl.wl)
-        final_walk<C, MODE, true>(in, pl, st, ab, out, means);
+        final_walk<C, MODE, true, RS>(in, pl, st, ab, out, means);
     else
-        final_walk<C, MODE, false>(in, pl, st, ab, out, means);
+        final_walk<C, MODE, false, RS>(in, pl, st, ab, out, means);
 }
 
 /* The reduced guide pixel (x, y) for scale S whose S x S block lies inside the guide, as mk_px_guide_at computes
@@ -1184,6 +1248,16 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
     bands_t bc, bf;
     int rc;
     const bool narrow = narrow_r(pl.r);
+    if (pl.s == 1 && pl.r == kFixedR) { /* the window sums without a scan (strip_box), r known when compiled */
+        if ((rc = strip_bands<coef_kernel<C, false, true, kFixedR>>(ctx, pl, &bc)) ||
+            (rc = strip_bands<final_kernel<C, 0, kFixedR>>(ctx, pl, &bf)))
+            return rc;
+        coef_kernel<C, false, true, kFixedR><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
+        if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
+            return rc;
+        return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0, kFixedR>, in, pl, bf.rows,
+                            (const float *)ab, out, (float *)nullptr);
+    }
     if (pl.s == 1) {
         if ((rc = narrow ? strip_bands<coef_kernel<C, false, true>>(ctx, pl, &bc)
                          : strip_bands<coef_kernel<C, false, false>>(ctx, pl, &bc)) ||
