@@ -3,7 +3,8 @@
  * Working radius r <= MK_GUIDED_TILE_RADIUS (r = 8 at 1080p, r / s for the fast filter): strip kernels. A warp owns
  * a strip of 128 working columns and a band of rows and walks down the band. Lane L keeps the vertical window sums
  * of columns 4L..4L+3 in registers (one row enters and one leaves per step); the horizontal window sums of a row
- * are differences of prefix sums across the warp (shuffles). Nothing goes through shared memory, every sum costs
+ * are differences of prefix sums across the warp (shuffles; at the radius kFixedR, compiled in, the lanes' totals
+ * over the window summed by doubling instead of a scan). Nothing goes through shared memory, every sum costs
  * the same for any radius, and a strip yields 128 - 2r output columns rounded down to a multiple of 4 (a band pays
  * 2r + 1 rows of warm-up).
  *   coef_kernel:  the window sums of the moments of shifted samples (guide - 128, source - 32768) as exact
