@@ -587,12 +587,15 @@ static void test_solver_buffer(void **state)
     TU_OK(mk_pr_create(gpu, g.w, g.h, buf.data, bytes, &s));
     dev_grid_t dg;
     solver_load(s, &g, &dg);
-    const mk_pr_params_t params[] = {{1, 1, 1, 1000, 0},  {3, 2, 5, 1000, 0}, {64, 200, 4096, 1000, 0},
-                                     {8, 0, 64, 1000, 0}, {8, 12, 8, 1000, 1}, {8, 3, 8, 1000, 30}};
+    /* the last four: relabels capped at distances 1, 2 and 16 (a cap every pass reaches), and never capped */
+    const mk_pr_params_t params[] = {{1, 1, 1, 1000, 0, 0},  {3, 2, 5, 1000, 0, 0},  {64, 200, 4096, 1000, 0, 0},
+                                     {8, 0, 64, 1000, 0, 0}, {8, 12, 8, 1000, 1, 0}, {8, 3, 8, 1000, 30, 0},
+                                     {8, 0, 8, 1000, 0, 1},  {8, 0, 8, 1000, 0, 2},  {8, 2, 8, 1000, 2, 16},
+                                     {8, 0, 8, 1000, 0, -1}};
     for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
-        char what[128];
-        snprintf(what, sizeof what, "sweeps %d, push passes %d then %d, margin %d", params[i].sweeps,
-                 params[i].push_passes, params[i].later_passes, params[i].margin);
+        char what[160];
+        snprintf(what, sizeof what, "sweeps %d, push passes %d then %d, margin %d, relabel cap %d", params[i].sweeps,
+                 params[i].push_passes, params[i].later_passes, params[i].margin, params[i].relabel_cap);
         TU_OK(mk_pr_set_params(s, &params[i]));
         solver_case(s, &g, what);
         TU_OK(mk_pr_reset(s));
@@ -631,6 +634,13 @@ static void test_solver_errors(void **state)
     assert_int_equal(mk_pr_set_params(s, &p), MK_ERANGE);
     p.later_passes = 1025;
     assert_int_equal(mk_pr_set_params(s, &p), MK_ERANGE);
+    p = mk_pr_params_default();
+    p.relabel_cap = -2;
+    assert_int_equal(mk_pr_set_params(s, &p), MK_ERANGE);
+    p.relabel_cap = (1 << 20) + 1;
+    assert_int_equal(mk_pr_set_params(s, &p), MK_ERANGE);
+    p.relabel_cap = -1;
+    TU_OK(mk_pr_set_params(s, &p));
     assert_int_equal(mk_pr_check(s), MK_ESTATE); /* nothing solved yet */
     mk_image_t cut = mk_image_desc(8, 8, MK_FMT_GRAY, MK_U8);
     TU_OK(mk_image_alloc(gpu, &cut, MK_MEM_DEVICE));

@@ -94,7 +94,7 @@ struct pr_args {
     long long *flow_out;
     int ntx[2], nty[2]; /* tiles per tiling */
     int sweeps, push_passes, later_passes, margin, max_rounds; /* push passes: the first round, the later ones */
-    int dcap, cap_first, cap_sticky; /* experiment (MASKD_PR_CAP): depth cap of global relabels */
+    int relabel_cap; /* distance at which the global relabels after a solve's first stop, or 0 */
     unsigned long long *prof; /* PF_TOTAL counters, or NULL */
 };
 
@@ -424,6 +424,18 @@ int passes_between_relabels(const layout &l)
  * 3227-3239 -> 3045-3095, 416x416 4420-4620 -> 4344-4409; 640x480 within the noise. */
 const int kLaterPasses = 8;
 
+/* The relabel cap when the parameters leave it to the size: 96 on 16 x 16 tiles (grids up to 512 pixels), none on
+ * 32 x 32. On the H100 against no cap (NOTES.md, session 16, two calls, two runs each): 416x416 5 iterations
+ * 4407-4567 -> 4028-4096 us, warm from the last frame 4419-4582 -> 3728-3883, the fixed-model cut warm from the last
+ * frame 1164-1179 -> 882-899, cold 935-980 -> 910-976; 320x180 cut warm 638-671 -> 521-534, cold and 5 iterations
+ * unchanged. On 32 x 32 tiles it made cold solves slower (5 iterations 640x480 +2 %, 1280x720 +8 %). */
+const int kRelabelCap16 = 96;
+
+int relabel_cap_of(const layout &l)
+{
+    return l.tile == 16 ? kRelabelCap16 : 0;
+}
+
 } // namespace
 
 extern "C" mk_pr_params_t mk_pr_params_default(void)
@@ -434,6 +446,7 @@ extern "C" mk_pr_params_t mk_pr_params_default(void)
     p.margin = 8;
     p.max_rounds = 1000;
     p.later_passes = 0; /* the smaller of push_passes and kLaterPasses */
+    p.relabel_cap = 0;  /* by the tiles (relabel_cap_of) */
     return p;
 }
 
@@ -481,15 +494,17 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
     s->h = height;
     s->l = l;
     s->params = mk_pr_params_default();
-    const char *pe = getenv("MASKD_PR_PARAMS"); /* a measuring aid: sweeps,push_passes,margin[,later_passes] */
+    /* a measuring aid: sweeps,push_passes,margin[,later_passes[,relabel_cap]] */
+    const char *pe = getenv("MASKD_PR_PARAMS");
     if (pe) {
         mk_pr_params_t q = s->params;
-        int n = sscanf(pe, "%d,%d,%d,%d", &q.sweeps, &q.push_passes, &q.margin, &q.later_passes);
-        if ((n == 3 || n == 4) && !mk_pr_set_params(s, &q))
-            MK_DEBUG("max-flow solver: MASKD_PR_PARAMS %d,%d,%d,%d", q.sweeps, q.push_passes, q.margin,
-                     q.later_passes);
+        int n = sscanf(pe, "%d,%d,%d,%d,%d", &q.sweeps, &q.push_passes, &q.margin, &q.later_passes, &q.relabel_cap);
+        if (n >= 3 && !mk_pr_set_params(s, &q))
+            MK_DEBUG("max-flow solver: MASKD_PR_PARAMS %d,%d,%d,%d,%d", q.sweeps, q.push_passes, q.margin,
+                     q.later_passes, q.relabel_cap);
         else
-            MK_WARN("max-flow solver: MASKD_PR_PARAMS=%s ignored (sweeps,push_passes,margin[,later_passes])", pe);
+            MK_WARN("max-flow solver: MASKD_PR_PARAMS=%s ignored "
+                    "(sweeps,push_passes,margin[,later_passes[,relabel_cap]])", pe);
     }
     long long tiles = (long long)s->l.ntx[1] * s->l.nty[1], room = (long long)per_sm * ctx->sm_count;
     s->blocks = (int)(tiles < room ? tiles : room);
@@ -531,10 +546,10 @@ extern "C" int mk_pr_set_params(mk_pr_solver_t *s, const mk_pr_params_t *p)
         return mk_err_set(MK_EINVAL, "max-flow solver: NULL argument");
     if (p->sweeps < 1 || p->sweeps > 1024 || p->push_passes < 0 || p->push_passes > 1024 || p->margin < 1 ||
         p->margin > (1 << 20) || p->max_rounds < 1 || p->max_rounds > (1 << 20) || p->later_passes < 0 ||
-        p->later_passes > 1024)
+        p->later_passes > 1024 || p->relabel_cap < -1 || p->relabel_cap > (1 << 20))
         return mk_err_set(MK_ERANGE, "max-flow solver: parameters out of range (sweeps %d, push passes %d, margin %d, "
-                          "rounds %d, later push passes %d)", p->sweeps, p->push_passes, p->margin, p->max_rounds,
-                          p->later_passes);
+                          "rounds %d, later push passes %d, relabel cap %d)", p->sweeps, p->push_passes, p->margin,
+                          p->max_rounds, p->later_passes, p->relabel_cap);
     s->params = *p;
     return 0;
 }
@@ -618,12 +633,9 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
                                             : a.push_passes < kLaterPasses ? a.push_passes : kLaterPasses;
     a.margin = s->params.margin;
     a.max_rounds = s->params.max_rounds;
-    a.dcap = a.cap_first = a.cap_sticky = 0;
-    {
-        const char *ce = getenv("MASKD_PR_CAP"); /* experiment: cap[,first[,sticky]] */
-        if (ce)
-            sscanf(ce, "%d,%d,%d", &a.dcap, &a.cap_first, &a.cap_sticky);
-    }
+    a.relabel_cap = s->params.relabel_cap > 0   ? s->params.relabel_cap
+                    : s->params.relabel_cap < 0 ? 0
+                                                : relabel_cap_of(l);
     a.prof = stats ? prof_buffer() : NULL;
     if (a.prof && (rc = MK_CUDA_CHECK(cudaMemsetAsync(a.prof, 0, PF_TOTAL * sizeof *a.prof, MK_STREAM(s->ctx)))))
         return rc;

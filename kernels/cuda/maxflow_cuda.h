@@ -28,7 +28,11 @@
  *     masks, a level per step), then runs synchronous push/relabel sweeps (a new local BFS when a sweep cannot
  *     push), pushes across the tile's border going to global memory by atomics; up to push_passes passes in a
  *     solve's first round and later_passes in each round after it, then the next global relabel. Tiles are
- *     16 x 16 pixels on grids up to 512 pixels on the longer side, else 32 x 32.
+ *     16 x 16 pixels on grids up to 512 pixels on the longer side, else 32 x 32;
+ *   - the global relabels after a solve's first may stop at a distance (relabel_cap): pixels farther from the sink
+ *     keep an infinite label until a later relabel, and the push passes move the excess near the sink first. A
+ *     capped relabel that finds no pixel with excess within the cap, yet reached the cap, is followed by a full one,
+ *     which alone can end the solve (one whose distances all stayed below the cap was complete).
  * Passes alternate between two tilings shifted by half a tile (maxflow_tiles.h). Races are ruled out by
  * construction: in a pass the tiles are disjoint, a tile writes its own pixels' labels and the flows of edges
  * inside it with plain stores and the flows of edges crossing its border only with atomic adds; within a sweep an
@@ -51,7 +55,8 @@ extern "C" {
 
 typedef struct mk_pr_solver mk_pr_solver_t;
 
-/* Tuning knobs (mk_pr_params_default: sweeps 8, push_passes 0, margin 8, max_rounds 1000, later_passes 0). */
+/* Tuning knobs (mk_pr_params_default: sweeps 8, push_passes 0, margin 8, max_rounds 1000, later_passes 0,
+ * relabel_cap 0). */
 typedef struct {
     int sweeps;      /* push/relabel sweeps per tile visit, 1..1024 */
     int push_passes; /* push passes between two global relabels, 1..1024; 0: by the grid's size (8..24) */
@@ -59,6 +64,8 @@ typedef struct {
     int max_rounds;  /* global relabels before giving up (MK_ESTATE), 1..2^20 */
     int later_passes; /* push passes between two global relabels after a solve's first, 0..1024; 0: the smaller
                        * of the first round's and 8 */
+    int relabel_cap;  /* global relabels after a solve's first stop at this distance, 1..2^20 (-1: never; 0: by
+                       * the grid's size, 96 on 16 x 16 tiles, never on 32 x 32) */
 } mk_pr_params_t;
 
 mk_pr_params_t mk_pr_params_default(void);

@@ -776,10 +776,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
     unsigned gp = 0; /* passes so far: selects the counter slots */
     unsigned pn = 0, pt = 0; /* the pass's tile count and this block's first tile (pass_end) */
     int passes = 0, status = 0;
-    bool complete_next = false, uncapped = false; /* experiment: depth-capped relabels */
+    bool complete_next = false; /* the last relabel was capped and found nothing active within the cap */
     for (int round = 0;; round++) {
-        const bool capped = a.dcap > 0 && (round > 0 || a.cap_first) && !complete_next && !uncapped;
-        const int lim = capped ? a.dcap : kInf - 1;
+        const bool capped = a.relabel_cap > 0 && round > 0 && !complete_next;
+        const int lim = capped ? a.relabel_cap : kInf - 1;
         /* Global relabel. */
         for (int bp = 0;; bp++) {
             const int o = bp & 1;
@@ -866,8 +866,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         dmax = __ldcg(&a.ctl->dmax);
         if (P && a.prof && leader && round < PF_MAX_ROUNDS)
             a.prof[PF_ROUND + round] = (unsigned)active | (unsigned long long)(unsigned)dmax << 32 | 1ull << 63;
+        /* Nothing active within the cap: a full relabel decides (a capped one whose distances all stayed below the
+         * cap was complete: any pixel farther away would have a neighbour at the cap). */
         if (!active && capped && dmax >= lim) {
-            complete_next = true; /* nothing active within the cap: the next relabel decides */
+            complete_next = true;
             if (round + 1 >= a.max_rounds) {
                 status = 1;
                 break;
@@ -876,9 +878,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         }
         if (!active)
             break;
-        /* a capped relabel whose distances stayed below the cap was complete */
-        if (!capped && complete_next && a.cap_sticky)
-            uncapped = true;
         complete_next = false;
         if (round + 1 >= a.max_rounds) {
             status = 1;
