@@ -220,7 +220,8 @@ __device__ void wake(const int ntx[2], const int nty[2], unsigned *flags, unsign
 /* ---- global relabel: one tile of one BFS pass ---- */
 
 /* Relaxes the tile's distances to their fixpoint given the ring: d(p) = 1 for sink pixels, else 1 + the smallest
- * distance over p's residual arcs. Every value is an upper bound of the true distance throughout. */
+ * distance over p's residual arcs. Every value is an upper bound of the true distance throughout. Distances above
+ * lim are not taken (a capped relabel: those pixels stay at kInf until a later relabel). */
 __device__ int bfs_relax(sm_bfs &s, int lim)
 {
     const int i = threadIdx.x % kTile;
