@@ -275,33 +275,24 @@ template <int RS, typename T>
 __device__ __forceinline__ void strip_box(const T c[kLaneCols], int r, T out[kLaneCols])
 {
     const T p0 = c[0], p1 = p0 + c[1], p2 = p1 + c[2], p3 = p2 + c[3];
+    static_assert(RS == 0 || RS >= 2, "a fixed radius of at least 2 (the window spans whole lanes)");
     if constexpr (RS > 0) {
         constexpr int d = RS >> 1;
+        const T R = lane_range_sum<d>(p3);
         const T x0 = __shfl_down_sync(kFull, p0, d), x1 = __shfl_down_sync(kFull, p1, d);
         const T x2 = __shfl_down_sync(kFull, p2, d), x3 = __shfl_down_sync(kFull, p3, d);
-        if constexpr (d == 0) {
-            if constexpr (RS & 1) { /* r = 1: columns j .. j + 2 */
-                const T y0 = __shfl_down_sync(kFull, p0, 1), y1 = __shfl_down_sync(kFull, p1, 1);
-                out[0] = p2;
-                out[1] = p3 - p0;
-                out[2] = (p3 - p1) + y0;
-                out[3] = (p3 - p2) + y1;
-            }
-        } else {
-            const T R = lane_range_sum<d>(p3);
-            if constexpr (RS & 1) { /* 2r = 4d + 2 */
-                const T y0 = __shfl_down_sync(kFull, p0, d + 1), y1 = __shfl_down_sync(kFull, p1, d + 1);
-                const T R1 = R + x3;
-                out[0] = R + x2;
-                out[1] = (R - p0) + x3;
-                out[2] = (R1 - p1) + y0;
-                out[3] = (R1 - p2) + y1;
-            } else { /* 2r = 4d */
-                out[0] = R + x0;
-                out[1] = (R - p0) + x1;
-                out[2] = (R - p1) + x2;
-                out[3] = (R - p2) + x3;
-            }
+        if constexpr (RS & 1) { /* 2r = 4d + 2 */
+            const T y0 = __shfl_down_sync(kFull, p0, d + 1), y1 = __shfl_down_sync(kFull, p1, d + 1);
+            const T R1 = R + x3;
+            out[0] = R + x2;
+            out[1] = (R - p0) + x3;
+            out[2] = (R1 - p1) + y0;
+            out[3] = (R1 - p2) + y1;
+        } else { /* 2r = 4d */
+            out[0] = R + x0;
+            out[1] = (R - p0) + x1;
+            out[2] = (R - p1) + x2;
+            out[3] = (R - p2) + x3;
         }
         (void)r;
         return;
@@ -1241,6 +1232,23 @@ template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &p
     return 0;
 }
 
+/* The full filter (s = 1) on the strip kernels: coef_kernel, then final_kernel as a dependent launch. */
+template <int C, bool NARROW, int RS>
+int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, const mk_mask_out_t &out)
+{
+    cudaStream_t s = MK_STREAM(ctx);
+    bands_t bc, bf;
+    int rc;
+    if ((rc = strip_bands<coef_kernel<C, false, NARROW, RS>>(ctx, pl, &bc)) ||
+        (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf)))
+        return rc;
+    coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
+    if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
+        return rc;
+    return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0, RS>, in, pl, bf.rows, (const float *)ab, out,
+                        (float *)nullptr);
+}
+
 template <int C>
 int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, float *means, unsigned *rg,
                const mk_mask_out_t &out)
@@ -1249,29 +1257,10 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
     bands_t bc, bf;
     int rc;
     const bool narrow = narrow_r(pl.r);
-    if (pl.s == 1 && pl.r == kFixedR) { /* the window sums without a scan (strip_box), r known when compiled */
-        if ((rc = strip_bands<coef_kernel<C, false, true, kFixedR>>(ctx, pl, &bc)) ||
-            (rc = strip_bands<final_kernel<C, 0, kFixedR>>(ctx, pl, &bf)))
-            return rc;
-        coef_kernel<C, false, true, kFixedR><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
-        if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
-            return rc;
-        return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0, kFixedR>, in, pl, bf.rows,
-                            (const float *)ab, out, (float *)nullptr);
-    }
     if (pl.s == 1) {
-        if ((rc = narrow ? strip_bands<coef_kernel<C, false, true>>(ctx, pl, &bc)
-                         : strip_bands<coef_kernel<C, false, false>>(ctx, pl, &bc)) ||
-            (rc = strip_bands<final_kernel<C, 0>>(ctx, pl, &bf)))
-            return rc;
-        if (narrow)
-            coef_kernel<C, false, true><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
-        else
-            coef_kernel<C, false, false><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
-        if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
-            return rc;
-        return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0>, in, pl, bf.rows, (const float *)ab, out,
-                            (float *)nullptr);
+        if (pl.r == kFixedR) /* the window sums without a scan (strip_box), r known when compiled */
+            return full_strips<C, true, kFixedR>(ctx, in, pl, ab, out);
+        return narrow ? full_strips<C, true, 0>(ctx, in, pl, ab, out) : full_strips<C, false, 0>(ctx, in, pl, ab, out);
     }
     in_t work = in;
     work.rguide = rg;
