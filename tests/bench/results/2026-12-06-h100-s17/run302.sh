@@ -2,7 +2,7 @@
 # session 17: (1) session 16's final code and the fixed-point coefficient sums of the full guided filter (the tree)
 # from a clean build: the CUDA tests that need only images and grabcut data; (2) guided benches, three runs each,
 # alternating: tree, tree with final_kernel at 6 blocks per SM (launch bounds), base (fx.diff reversed: session 16's
-# kernels); ncu kernel times of each; (3) grabcut and maxflow benches of the tree, two runs
+# kernels); ncu kernel times of each
 set -u
 O=$OUT/${TAG:-fx}; mkdir -p $O
 source .device/env.sh
@@ -30,15 +30,5 @@ for v in base tree v6; do
 timeout 100 ncu --metrics gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active -k regex:"coef|final" --launch-skip 2 --launch-count 2 /tmp/mt/$v bench guided --backend cuda --sizes 1920x1080 --runs 5 --warmup 1 > $O/ncu_$v.txt 2>&1; echo "ncu $v rc=$?"
 grep -E "coef_kernel|final_kernel|duration|inst_executed|issue_active|registers|warps_active" $O/ncu_$v.txt | sed -E 's/\(in_t.*//' | cut -c1-110
 done
-sm() { python3 -c 'import json,sys
-for f in sys.argv[2:]:
-  for x in json.load(open(f))["results"]:
-    print(sys.argv[1], x["op"], x["size"], "median", x["median_us"], "rounds", x.get("rounds"), "relabels", x.get("global_relabels"))' "$@"; }
-for rep in 1 2; do
-  timeout 60 /tmp/mt/tree bench grabcut --backend cuda --runs 30 --warmup 5 > $O/gc.$rep.json 2>/dev/null
-  timeout 30 /tmp/mt/tree bench maxflow --backend cuda --runs 30 --warmup 5 > $O/mf.$rep.json 2>/dev/null
-  sm tree $O/gc.$rep.json $O/mf.$rep.json
-done > $O/summary.txt
-sort -k2,3 $O/summary.txt
 rm -f $O/build.log $O/setup.log
 tar czf $OUT/${TAG:-fx}.tgz -C $OUT ${TAG:-fx} && rm -rf $O
