@@ -41,6 +41,7 @@
 #include "mask_cuda.h"
 
 #include <atomic>
+#include <cstdlib>
 
 namespace {
 
@@ -726,9 +727,12 @@ __device__ __forceinline__ void fixed_exps(const mk_guided_plan_t &pl, const uns
     __shared__ unsigned m[2];
     if (threadIdx.x < kWarp) {
         unsigned ma = 0, mb = 0;
+        const uint2 *p = (const uint2 *)bmax;
+#pragma unroll 16 /* the loads issued together: one round trip to L2, not one per pair */
         for (int i = (int)threadIdx.x; i < nb; i += kWarp) {
-            ma = max(ma, __ldg(bmax + 2 * i));
-            mb = max(mb, __ldg(bmax + 2 * i + 1));
+            const uint2 v = __ldg(p + i);
+            ma = max(ma, v.x);
+            mb = max(mb, v.y);
         }
         ma = __reduce_max_sync(kFull, ma);
         mb = __reduce_max_sync(kFull, mb);
@@ -1440,11 +1444,12 @@ struct bands_t {
 /* Bands for strip kernel K: as short as it takes for the strips to fill every SM with as many warps as can be
  * resident (one wave; a band's warm-up of 2r + 1 rows is paid again for each band, but each warp walks its rows
  * serially, so resident warps are what hides the latency of a row step). */
-template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, bands_t *b)
+template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, bands_t *b, int per_sm_max = 0)
 {
     int per_sm, rc = strip_blocks_per_sm<K>(&per_sm);
     if (rc)
         return rc;
+    per_sm = per_sm_max > 0 && per_sm > per_sm_max ? per_sm_max : per_sm;
     const long strips = strip_count(pl.r, pl.wl);
     const long want = (long)per_sm * kStripWarps * (ctx->sm_count > 0 ? ctx->sm_count : 1);
     long rows = (strips * pl.hl + want - 1) / want;
@@ -1453,6 +1458,19 @@ template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &p
     b->rows = (int)rows;
     b->blocks = (unsigned)((strips * bands + kStripWarps - 1) / kStripWarps);
     return 0;
+}
+
+/* An experiment (MASKD_GUIDED_FINAL_BPS): final_kernel's bands planned for at most this many blocks per SM. */
+int final_blocks_env()
+{
+    static std::atomic<int> v{-1};
+    int n = v.load(std::memory_order_relaxed);
+    if (n < 0) {
+        const char *e = getenv("MASKD_GUIDED_FINAL_BPS");
+        n = e ? atoi(e) : 0;
+        v.store(n, std::memory_order_relaxed);
+    }
+    return n;
 }
 
 /* The full filter (s = 1) on the strip kernels: coef_kernel (its blocks' largest |a| and |b| at bmax), then
@@ -1465,7 +1483,7 @@ int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float
     bands_t bc, bf;
     int rc;
     if ((rc = strip_bands<coef_kernel<C, false, NARROW, RS>>(ctx, pl, &bc)) ||
-        (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf)))
+        (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf, final_blocks_env())))
         return rc;
     coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab, bmax);
     if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))

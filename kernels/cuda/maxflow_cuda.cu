@@ -95,7 +95,6 @@ struct pr_args {
     int ntx[2], nty[2]; /* tiles per tiling */
     int sweeps, push_passes, later_passes, margin, max_rounds; /* push passes: the first round, the later ones */
     int relabel_cap; /* distance at which the global relabels after a solve's first stop, or 0 */
-    int cap_rel;     /* experiment (MASKD_PR_CAPREL): the cap at least this percentage of the first relabel's reach */
     unsigned long long *prof; /* PF_TOTAL counters, or NULL */
 };
 
@@ -637,15 +636,6 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
     a.relabel_cap = s->params.relabel_cap > 0   ? s->params.relabel_cap
                     : s->params.relabel_cap < 0 ? 0
                                                 : relabel_cap_of(l);
-    {
-        static int cap_rel = -1;
-        if (cap_rel < 0) {
-            const char *e = getenv("MASKD_PR_CAPREL");
-            cap_rel = e ? atoi(e) : 0;
-            cap_rel = cap_rel > 0 && cap_rel <= 1000 ? cap_rel : 0;
-        }
-        a.cap_rel = cap_rel;
-    }
     a.prof = stats ? prof_buffer() : NULL;
     if (a.prof && (rc = MK_CUDA_CHECK(cudaMemsetAsync(a.prof, 0, PF_TOTAL * sizeof *a.prof, MK_STREAM(s->ctx)))))
         return rc;

@@ -778,11 +778,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
     unsigned pn = 0, pt = 0; /* the pass's tile count and this block's first tile (pass_end) */
     int passes = 0, status = 0;
     bool complete_next = false; /* the last relabel was capped and found nothing active within the cap */
-    int dmax0 = 0;              /* the first relabel's largest distance */
     for (int round = 0;; round++) {
-        const int cap = a.cap_rel ? max(a.relabel_cap, max(dmax0 * a.cap_rel / 100, 1)) : a.relabel_cap;
-        const bool capped = cap > 0 && round > 0 && !complete_next;
-        const int lim = capped ? cap : kInf - 1;
+        const bool capped = a.relabel_cap > 0 && round > 0 && !complete_next;
+        const int lim = capped ? a.relabel_cap : kInf - 1;
         /* Global relabel. */
         for (int bp = 0;; bp++) {
             const int o = bp & 1;
@@ -867,8 +865,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         pf_mark<P>(a, sb, PF_SYNC, t0);
         active = __ldcg(&a.ctl->active);
         dmax = __ldcg(&a.ctl->dmax);
-        if (round == 0)
-            dmax0 = dmax;
         if (P && a.prof && leader && round < PF_MAX_ROUNDS)
             a.prof[PF_ROUND + round] = (unsigned)active | (unsigned long long)(unsigned)dmax << 32 | 1ull << 63;
         /* Nothing active within the cap: a full relabel decides (a capped one whose distances all stayed below the
