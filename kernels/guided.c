@@ -43,10 +43,6 @@ int mk_guided_plan(const mk_guided_t *g, int C, int w, int h, mk_guided_plan_t *
     pl->compat = (g->flags & MK_GUIDED_OPENCV) && C == 3 && g->eps < 1e-2;
     pl->guard_det = k * k * k;
     pl->guard = 1e-6 * pl->guard_det;
-    /* the largest q with n 2^q < 2^31 at the radii the CUDA strip kernels sum in 32 bits, at most 22 */
-    pl->qbits = MK_GUIDED_QBITS_MAX;
-    while (pl->r <= MK_GUIDED_TILE_RADIUS && pl->n * (double)(1u << pl->qbits) >= 2147483648.0)
-        pl->qbits--;
     return 0;
 }
 

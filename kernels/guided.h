@@ -19,11 +19,8 @@
  * Arithmetic: the guide is u8 and the source is held as a 16-bit fixed-point fraction (u8 v as v * 257 / 65535
  * exactly; f32 p clamped to [0,1] and rounded to the nearest 1/65535), so every box sum of the first pass is an
  * exact integer, whatever the radius. a and b are solved in double from those sums (the covariances
- * n S_ij - S_i S_j are exact up to radius ~75) and rounded to float. The full filter then holds them in fixed
- * point (each plane kind scaled by the power of two that puts its largest magnitude just below 2^22, less at radii
- * past 10 so that a window's sum fits 32 bits, and rounded: a relative step of at most 2^-21 of the largest |a|
- * and |b|), so that the second pass's box sums are exact integers too, and applies them in double; the fast filter
- * box-sums them in double and applies the means, rounded to float, in float. eps below 1e-12 acts as 1e-12,
+ * n S_ij - S_i S_j are exact up to radius ~75), rounded to float, box-summed in double and applied in double
+ * (full filter) or, after the means are rounded to float, in float (fast filter). eps below 1e-12 acts as 1e-12,
  * and a window whose system is not positive definite after rounding (possible only at eps ~ 0) gets a = 0,
  * b = mean_p, so eps = 0 gives finite results everywhere.
  *

@@ -32,34 +32,7 @@ typedef struct {
     int compat;       /* MK_GUIDED_OPENCV on a colour guide with eps < 1e-2 */
     double guard;     /* compat: a determinant below this (1e-6 in [0,1] units) ... */
     double guard_det; /* ... becomes this (1 in [0,1] units) */
-    int qbits;        /* s = 1: the coefficients' fixed point holds |a|, |b| below 2^qbits (mk_px_fixed_exp) */
 } mk_guided_plan_t;
-
-/* The full filter's coefficients in fixed point (s = 1). Once a and b of every pixel are known, each plane kind (the
- * C planes of a together, b alone) is scaled by 2^k, its largest magnitude m then below 2^qbits, and rounded to
- * integers (half to even): then every window sum of the coefficients is an exact integer, in any order, and at
- * radii up to MK_GUIDED_TILE_RADIUS n 2^qbits < 2^31, so that it fits 32 bits. qbits <= 22: the CUDA kernels round
- * with one float addition (a 2^k + 1.5 2^23, exact below 2^22 in magnitude). */
-#define MK_GUIDED_QBITS_MAX 22
-#define MK_GUIDED_FIXED_KMAX 100
-#define MK_GUIDED_FIXED_KMIN (-120)
-
-/* The exponent k of the fixed point for largest magnitude m: m 2^k < 2^qbits <= 2 m 2^k (m = 0: the largest k). */
-MK_PX int mk_px_fixed_exp(float m, int qbits)
-{
-    if (!(m > 0.0f))
-        return MK_GUIDED_FIXED_KMAX;
-    int e;
-    (void)frexpf(m, &e); /* m = f 2^e, 1/2 <= f < 1 */
-    int k = qbits - e;
-    return k > MK_GUIDED_FIXED_KMAX ? MK_GUIDED_FIXED_KMAX : k < MK_GUIDED_FIXED_KMIN ? MK_GUIDED_FIXED_KMIN : k;
-}
-
-/* v 2^k rounded to the nearest integer, halves to even (|v| 2^k <= 2^22; scale = 2^k, exact). */
-MK_PX int mk_px_fixed(float v, float scale)
-{
-    return MK_FROUND(MK_FMUL(v, scale));
-}
 
 /* Index k of a line of n samples, reflected at both ends as BORDER_REFLECT (any k: periodic with period 2n). */
 MK_PX int mk_px_reflect(int k, int n)
@@ -257,16 +230,13 @@ MK_PX void mk_px_guided_solve(const mk_guided_plan_t *pl, const double *S, float
     mk_px_guided_solve_shifted(pl, S, 0.0, 0.0, a, b);
 }
 
-/* q at a pixel of guide g from the fixed-point window sums A (of a, C values, scaled by 2^ka) and B (of b, by
- * 2^kb), ua = 2^-ka and ub = 2^-kb: (sum_i A_i g_i 2^-ka + B 2^-kb) / n, the sum over i exact in 64 bits. */
-MK_PX float mk_px_guided_apply_fx(const mk_guided_plan_t *pl, const long long *A, long long B, double ua, double ub,
-                                  const int g[3])
+/* q at a pixel of guide g from the window sums A (of a, C values) and B (of b): (sum_i A_i g_i + B) / n. */
+MK_PX float mk_px_guided_apply(const mk_guided_plan_t *pl, const double *A, double B, const int g[3])
 {
-    long long ag = 0;
+    double v = 0.0;
     for (int i = 0; i < pl->C; i++)
-        ag += A[i] * g[i];
-    double v = MK_DADD(MK_DMUL(MK_LL2D(ag), ua), MK_DMUL(MK_LL2D(B), ub));
-    return (float)MK_DMUL(v, pl->inv_n);
+        v = MK_DADD(v, MK_DMUL(A[i], (double)g[i]));
+    return (float)MK_DMUL(MK_DADD(v, B), pl->inv_n);
 }
 
 /* The coefficient means mean(a)_i, mean(b) of a window as floats (the fast filter's low-resolution output). */

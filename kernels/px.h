@@ -22,9 +22,6 @@
 #define MK_DFMA(a, b, c) __fma_rn((a), (b), (c))
 /* round half to even, as cvRound */
 #define MK_DROUND(a) __double2int_rn(a)
-#define MK_FROUND(a) __float2int_rn(a)
-/* long long -> double, rounded to nearest */
-#define MK_LL2D(a) __ll2double_rn(a)
 #else
 #include <math.h>
 #define MK_PX static inline
@@ -38,8 +35,6 @@
 #define MK_DDIV(a, b) ((double)(a) / (double)(b))
 #define MK_DFMA(a, b, c) fma((double)(a), (double)(b), (double)(c))
 #define MK_DROUND(a) ((int)lrint(a))
-#define MK_FROUND(a) ((int)lrintf(a))
-#define MK_LL2D(a) ((double)(long long)(a))
 #endif
 
 MK_PX int mk_px_clamp(int v, int lo, int hi)

@@ -1,10 +1,9 @@
 /* guided_cpu: the reference guided filter and fast guided upsampling.
  *
  * Box sums come from summed-area tables, so each costs the same whatever the radius (O(N) in all): the moments'
- * tables are exact 64-bit integers. The coefficients' tables are, for the full filter (s = 1), exact integers too
- * (the coefficients in fixed point, mk_px_fixed_exp), and for the fast filter doubles built by a running sum along
- * each row and then an addition down each column (the CUDA large-radius path builds them in the same order).
- * Memory, in the context's scratch: (moments + C + 1) x 8 bytes per working pixel plus the coefficients. */
+ * tables are exact 64-bit integers, the coefficients' tables doubles built by a running sum along each row and
+ * then an addition down each column (the CUDA large-radius path builds them in the same order). Memory, in the
+ * context's scratch: (moments + C + 1) doubles per working pixel plus the coefficients. */
 #include "backend.h"
 #include "guided_px.h"
 #include "mask_cpu.h"
@@ -88,7 +87,7 @@ static void coefficients(const mk_guided_plan_t *pl, const bufs_t *b)
     }
 }
 
-/* The coefficients' tables: a running sum along each row, plus the finished table entry above (s > 1, doubles). */
+/* The coefficients' tables: a running sum along each row, plus the finished table entry above. */
 static void coefficient_tables(const mk_guided_plan_t *pl, const bufs_t *b)
 {
     size_t st = (size_t)pl->wl + 1, plane = st * ((size_t)pl->hl + 1), nc = (size_t)pl->C + 1;
@@ -109,51 +108,18 @@ static void coefficient_tables(const mk_guided_plan_t *pl, const bufs_t *b)
     }
 }
 
-/* s = 1: the fixed point of the coefficients (mk_px_fixed_exp: ka for every a, kb for b) and their tables, exact
- * 64-bit integers in the place of the doubles. */
-static void coefficient_tables_fx(const mk_guided_plan_t *pl, const bufs_t *b, int *ka, int *kb)
+/* Window sums of the coefficients at working pixel (x, y): A (C values) and *B. */
+static void coefficient_sums(const mk_guided_plan_t *pl, const bufs_t *b, int x, int y, double *A, double *B)
 {
-    size_t st = (size_t)pl->wl + 1, plane = st * ((size_t)pl->hl + 1), nc = (size_t)pl->C + 1;
-    size_t npx = (size_t)pl->wl * pl->hl;
-    float ma = 0.0f, mb = 0.0f;
-    for (size_t i = 0; i < npx; i++) {
-        for (int c = 0; c < pl->C; c++)
-            ma = fmaxf(ma, fabsf(b->ab[i * nc + c]));
-        mb = fmaxf(mb, fabsf(b->ab[i * nc + pl->C]));
-    }
-    *ka = mk_px_fixed_exp(ma, pl->qbits);
-    *kb = mk_px_fixed_exp(mb, pl->qbits);
-    float sc[4];
-    for (int c = 0; c < pl->C; c++)
-        sc[c] = ldexpf(1.0f, *ka);
-    sc[pl->C] = ldexpf(1.0f, *kb);
-    long long *sat = (long long *)b->sat2;
-    for (size_t i = 0; i < nc; i++)
-        memset(sat + i * plane, 0, st * sizeof(long long));
-    for (int y = 0; y < pl->hl; y++) {
-        long long acc[4] = {0, 0, 0, 0};
-        for (size_t i = 0; i < nc; i++)
-            sat[i * plane + (y + 1) * st] = 0;
-        for (int x = 0; x < pl->wl; x++) {
-            const float *v = b->ab + ((size_t)y * pl->wl + x) * nc;
-            for (size_t i = 0; i < nc; i++) {
-                long long *t = sat + i * plane;
-                acc[i] += mk_px_fixed(v[i], sc[i]);
-                t[(y + 1) * st + x + 1] = acc[i] + t[y * st + x + 1];
-            }
-        }
-    }
-}
-
-/* The window at working pixel (x, y). */
-static mk_box_t coefficient_box(const mk_guided_plan_t *pl, const bufs_t *b, int x, int y)
-{
+    size_t st = (size_t)pl->wl + 1, plane = st * ((size_t)pl->hl + 1);
     mk_box_t box;
     box.x0 = b->xr[2 * x];
     box.x1 = b->xr[2 * x + 1];
     box.y0 = mk_px_refl_prefix((long long)y - pl->r, pl->hl);
     box.y1 = mk_px_refl_prefix((long long)y + pl->r + 1, pl->hl);
-    return box;
+    for (int i = 0; i < pl->C; i++)
+        A[i] = mk_px_sat_box_f64(b->sat2 + i * plane, st, pl->wl, pl->hl, box);
+    *B = mk_px_sat_box_f64(b->sat2 + pl->C * plane, st, pl->wl, pl->hl, box);
 }
 
 int mk_guided_upsample_cpu(mk_ctx_t *ctx, const mk_image_t *guide, const mk_image_t *mask, mk_image_t *dst,
@@ -166,32 +132,20 @@ int mk_guided_upsample_cpu(mk_ctx_t *ctx, const mk_image_t *guide, const mk_imag
     size_t nc = (size_t)pl->C + 1;
     moment_tables(pl, guide, mask, b.sat);
     coefficients(pl, &b);
-    size_t st = (size_t)pl->wl + 1, plane = st * ((size_t)pl->hl + 1);
+    coefficient_tables(pl, &b);
+    double A[3], B;
     int g[3];
     if (pl->s == 1) {
-        int ka, kb;
-        coefficient_tables_fx(pl, &b, &ka, &kb);
-        const long long *sat = (const long long *)b.sat2;
-        const double ua = ldexp(1.0, -ka), ub = ldexp(1.0, -kb);
         for (int y = 0; y < pl->h; y++)
             for (int x = 0; x < pl->w; x++) {
-                mk_box_t box = coefficient_box(pl, &b, x, y);
-                long long A[3] = {0, 0, 0};
-                for (int i = 0; i < pl->C; i++)
-                    A[i] = mk_px_sat_box_i64(sat + i * plane, st, pl->wl, pl->hl, box);
-                long long B = mk_px_sat_box_i64(sat + pl->C * plane, st, pl->wl, pl->hl, box);
+                coefficient_sums(pl, &b, x, y, A, &B);
                 mk_px_guide_at(guide->data, guide->pitch, pl->C, pl->w, pl->h, 1, x, y, g);
-                mk_mask_put_cpu(dst, m, x, y, mk_px_guided_apply_fx(pl, A, B, ua, ub, g));
+                mk_mask_put_cpu(dst, m, x, y, mk_px_guided_apply(pl, A, B, g));
             }
     } else {
-        coefficient_tables(pl, &b);
         for (int y = 0; y < pl->hl; y++)
             for (int x = 0; x < pl->wl; x++) {
-                mk_box_t box = coefficient_box(pl, &b, x, y);
-                double A[3] = {0, 0, 0}, B;
-                for (int i = 0; i < pl->C; i++)
-                    A[i] = mk_px_sat_box_f64(b.sat2 + i * plane, st, pl->wl, pl->hl, box);
-                B = mk_px_sat_box_f64(b.sat2 + pl->C * plane, st, pl->wl, pl->hl, box);
+                coefficient_sums(pl, &b, x, y, A, &B);
                 mk_px_guided_means(pl, A, B, b.means + ((size_t)y * pl->wl + x) * nc);
             }
         for (int y = 0; y < pl->h; y++) {

@@ -13,12 +13,9 @@
  *                 bits as the CPU's.
  *                 a and b go to C + 1 planes (rows padded to 4 floats): the strips' working columns start on a
  *                 multiple of 4, so a lane's four columns of a plane row are one aligned float4.
- *                 s = 1: each block also stores the largest |a| and |b| it wrote, for final_kernel's fixed point.
- *   final_kernel: s = 1: the fixed point of a and b from coef_kernel's block maxima (mk_px_fixed_exp), the window
- *                 sums of the coefficients in it as 32-bit integers (modulo 2^32, exact: the same integers as the
- *                 reference's tables), then per pixel q and its mask product, the same bits as the CPU's. s > 1: the
- *                 window sums in double (another order than the reference's tables: equal to ~1e-13 relative),
- *                 then the coefficient means at low resolution. A warp whose strip lies inside the image reads a plane row as one float4 per
+ *   final_kernel: the window sums of a and b in double (another order than the reference's tables: equal to
+ *                 ~1e-13 relative), then per pixel q and its mask product (s = 1) or the coefficient means at low
+ *                 resolution (s > 1). A warp whose strip lies inside the image reads a plane row as one float4 per
  *                 lane; the strips at the image's left and right edges (reflected columns) read one float each.
  * The fast filter (s > 1) starts with reduce_kernel, the guide reduced by s x s area averages (one thread per
  * reduced pixel, the block's loads unrolled for s = 2, 3, 4), and ends with up_kernel: bilinear means applied to the
@@ -31,8 +28,7 @@
  * kernel's tail.
  * Larger radii run the CPU reference's algorithm in parallel (summed-area tables built by one thread per row, then
  * per column, in the reference's order; one thread per pixel after), so that path equals the CPU bit for bit;
- * its tables take (moments + C + 1) x 8 bytes per working pixel of the context's scratch (s = 1: the coefficients'
- * tables in fixed point, 64-bit integers, after one reduction of their largest magnitudes).
+ * its tables take (moments + C + 1) x 8 bytes per working pixel of the context's scratch.
  * Nothing is allocated per call: coefficients, means, the reduced guide and the tables live in the context's
  * MK_SCRATCH_GUIDED slot. */
 #include "backend.h"
@@ -41,7 +37,6 @@
 #include "mask_cuda.h"
 
 #include <atomic>
-#include <cstdlib>
 
 namespace {
 
@@ -393,13 +388,18 @@ template <int C, bool REDUCED> struct row_px {
     }
 };
 
-/* coef_kernel's walk down a warp's strip: its column sums walked down the band, the window sums of each row, the
- * solve. NARROW: narrow_r(pl.r), every window sum in 32 bits. mx: the largest |a| (any channel) and |b| stored. */
-template <int C, bool REDUCED, bool NARROW, int RS>
-__device__ __forceinline__ void coef_walk(const in_t &in, const mk_guided_plan_t &pl, const strip_t &st,
-                                          float *__restrict__ ab, float mx[2])
+/* coef_kernel: a warp's strip, its column sums walked down the band, the window sums of each row, the solve.
+ * NARROW: narrow_r(pl.r), every window sum in 32 bits. */
+template <int C, bool REDUCED, bool NARROW, int RS = 0>
+__global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
+                                                                float *__restrict__ ab)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, N32 = NM - C; /* moments N32.. are guide-times-source */
+    wait_previous_kernel(); /* s > 1: reduce_kernel's output */
+    allow_next_kernel();
+    strip_t st;
+    if (!strip_of(pl, band_rows, st))
+        return;
     const int lane = (int)threadIdx.x % kWarp, r = pl.r, outs = strip_outs(r), wp = coef_pitch(pl.wl);
     const size_t plane = (size_t)wp * pl.hl;
     /* the lane's four outputs x .. x + 3 in one float4 per plane: all inside the strip's outputs and the image,
@@ -476,63 +476,15 @@ __device__ __forceinline__ void coef_walk(const in_t &in, const mk_guided_plan_t
 #pragma unroll
             for (int c = 0; c < NC; c++)
                 *(float4 *)(row + c * plane + xl) = make_float4(a[c][0], a[c][1], a[c][2], a[c][3]);
-            if constexpr (!REDUCED)
-#pragma unroll
-                for (int j = 0; j < kLaneCols; j++) {
-#pragma unroll
-                    for (int c = 0; c < C; c++)
-                        mx[0] = fmaxf(mx[0], fabsf(a[c][j]));
-                    mx[1] = fmaxf(mx[1], fabsf(a[C][j]));
-                }
         } else {
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++) {
                 const int o = kLaneCols * lane + j, x = st.x0 + o;
-                if (o < outs && x >= 0 && x < pl.wl) {
+                if (o < outs && x >= 0 && x < pl.wl)
 #pragma unroll
                     for (int c = 0; c < NC; c++)
                         row[c * plane + x] = a[c][j];
-                    if constexpr (!REDUCED) {
-#pragma unroll
-                        for (int c = 0; c < C; c++)
-                            mx[0] = fmaxf(mx[0], fabsf(a[c][j]));
-                        mx[1] = fmaxf(mx[1], fabsf(a[C][j]));
-                    }
-                }
             }
-        }
-    }
-}
-
-/* coef_kernel: a warp per strip (coef_walk). s = 1 (!REDUCED): the block's largest |a| and |b| go to bmax[2 blockIdx.x
- * + 0, 1] (float bits: non-negative floats order as their bits), from which final_kernel takes the fixed point. */
-template <int C, bool REDUCED, bool NARROW, int RS = 0>
-__global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
-                                                                float *__restrict__ ab, unsigned *__restrict__ bmax)
-{
-    wait_previous_kernel(); /* s > 1: reduce_kernel's output */
-    allow_next_kernel();
-    strip_t st;
-    float mx[2] = {0.0f, 0.0f};
-    if constexpr (REDUCED) {
-        if (strip_of(pl, band_rows, st))
-            coef_walk<C, REDUCED, NARROW, RS>(in, pl, st, ab, mx);
-    } else {
-        __shared__ unsigned wmax[kStripWarps][2];
-        if (strip_of(pl, band_rows, st))
-            coef_walk<C, REDUCED, NARROW, RS>(in, pl, st, ab, mx);
-        const unsigned ma = __reduce_max_sync(kFull, __float_as_uint(mx[0]));
-        const unsigned mb = __reduce_max_sync(kFull, __float_as_uint(mx[1]));
-        const int warp = (int)threadIdx.x / kWarp;
-        if (threadIdx.x % kWarp == 0)
-            wmax[warp][0] = ma, wmax[warp][1] = mb;
-        __syncthreads();
-        if (threadIdx.x < 2) {
-            unsigned m = wmax[0][threadIdx.x];
-#pragma unroll
-            for (int w = 1; w < kStripWarps; w++)
-                m = max(m, wmax[w][threadIdx.x]);
-            bmax[2 * blockIdx.x + threadIdx.x] = m;
         }
     }
 }
@@ -552,108 +504,11 @@ __device__ __forceinline__ void load_coef_plane(const float *row, const int col[
     }
 }
 
-/* The coefficients of a lane's four columns of one plane row in fixed point, as the bits of a 2^k + 1.5 2^23 (scale =
- * 2^k; |a| 2^k <= 2^22): one addition rounds a 2^k to an integer (half to even, as mk_px_fixed), and the bits of
- * the sum less those of 1.5 2^23 are that integer. Differences of two such sums need no offset. */
-__device__ __forceinline__ void fixed_bits(const float v[kLaneCols], float scale, unsigned u[kLaneCols])
-{
-#pragma unroll
-    for (int j = 0; j < kLaneCols; j++)
-        u[j] = __float_as_uint(__fmaf_rn(v[j], scale, 12582912.0f));
-}
-const unsigned kFixedBias = 0x4b400000u; /* the bits of 1.5 2^23 */
-
-/* s = 1, final_kernel's walk down its strip: the window sums of a and b in fixed point (ka for a, kb for b;
- * mk_px_fixed_exp), 32-bit integers modulo 2^32 (exact: a window's sum is below 2^31, plan.qbits), then per pixel q
- * and its mask product. VEC: every lane of the warp loads its coefficients as float4 (a strip away from the image's
- * left and right edges); the choice is the warp's, so each instantiation has one kind of load. */
-template <int C, bool VEC, int RS>
-__device__ __forceinline__ void final_walk_fx(const in_t &in, const mk_guided_plan_t &pl, const strip_t &st,
-                                              const float *__restrict__ ab, const mk_mask_out_t &out, int ka, int kb)
-{
-    constexpr int NC = C + 1;
-    const int lane = (int)threadIdx.x % kWarp, r = pl.r, outs = strip_outs(r), wp = coef_pitch(pl.wl);
-    const size_t plane = (size_t)wp * pl.hl;
-    mk_guided_plan_t pc = pl;
-    pc.C = C;
-    const float sa = ldexpf(1.0f, ka), sb = ldexpf(1.0f, kb);
-    const double ua = ldexp(1.0, -ka), ub = ldexp(1.0, -kb);
-    int col[kLaneCols];
-    unsigned v[kLaneCols][NC]; /* sums over rows y - r .. y + r of a_0..a_{C-1}, b at column col[j], modulo 2^32 */
-    const int wx = st.x0 - r + kLaneCols * lane; /* the lane's first working column, a multiple of 4 */
-#pragma unroll
-    for (int j = 0; j < kLaneCols; j++) {
-        col[j] = mk_px_reflect(wx + j, pl.wl);
-#pragma unroll
-        for (int c = 0; c < NC; c++)
-            v[j][c] = 0u;
-    }
-#pragma unroll 4
-    for (int i = -r; i <= r; i++) {
-        const float *row = ab + (size_t)mk_px_reflect(st.y0 + i, pl.hl) * wp;
-#pragma unroll
-        for (int c = 0; c < NC; c++) {
-            float a[kLaneCols];
-            unsigned u[kLaneCols];
-            load_coef_plane<VEC>(row + c * plane, col, a);
-            fixed_bits(a, c < C ? sa : sb, u);
-#pragma unroll
-            for (int j = 0; j < kLaneCols; j++)
-                v[j][c] += u[j] - kFixedBias;
-        }
-    }
-    for (int y = st.y0; y < st.y1; y++) {
-        /* the row's guide pixels, loaded with the coefficients (not after the sums) so that their latency overlaps;
-         * columns outside the image read its first or last pixel and are not written */
-        int g[kLaneCols][3];
-        const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
-#pragma unroll
-        for (int j = 0; j < kLaneCols; j++) {
-            const int x = mk_px_clamp(st.x0 + kLaneCols * lane + j, 0, pl.w - 1);
-#pragma unroll
-            for (int c = 0; c < C; c++)
-                g[j][c] = __ldg(grow + (size_t)x * C + c);
-        }
-        if (y > st.y0) {
-            const float *re = ab + (size_t)mk_px_reflect(y + r, pl.hl) * wp;
-            const float *rl = ab + (size_t)mk_px_reflect(y - r - 1, pl.hl) * wp;
-#pragma unroll
-            for (int c = 0; c < NC; c++) {
-                float e[kLaneCols], l[kLaneCols];
-                unsigned ue[kLaneCols], ul[kLaneCols];
-                load_coef_plane<VEC>(re + c * plane, col, e);
-                load_coef_plane<VEC>(rl + c * plane, col, l);
-                fixed_bits(e, c < C ? sa : sb, ue);
-                fixed_bits(l, c < C ? sa : sb, ul);
-#pragma unroll
-                for (int j = 0; j < kLaneCols; j++)
-                    v[j][c] += ue[j] - ul[j];
-            }
-        }
-        unsigned s[NC][kLaneCols];
-#pragma unroll
-        for (int c = 0; c < NC; c++) {
-            const unsigned cs[kLaneCols] = {v[0][c], v[1][c], v[2][c], v[3][c]};
-            strip_box<RS>(cs, r, s[c]);
-        }
-#pragma unroll
-        for (int j = 0; j < kLaneCols; j++) {
-            const int o = kLaneCols * lane + j, x = st.x0 + o;
-            if (o >= outs || x < 0 || x >= pl.wl)
-                continue;
-            long long A[3] = {0, 0, 0};
-#pragma unroll
-            for (int c = 0; c < C; c++)
-                A[c] = (int)s[c][j];
-            mk_mask_out_put(out, x, y, mk_px_guided_apply_fx(&pc, A, (int)s[C][j], ua, ub, g[j]));
-        }
-    }
-}
-
-/* s > 1, final_kernel's walk down its strip: the window sums of a and b in double (another order than the
- * reference's tables: equal to ~1e-13 relative), then the coefficient means at low resolution. VEC as above. */
-template <int C, bool VEC, int RS>
-__device__ __forceinline__ void final_walk(const mk_guided_plan_t &pl, const strip_t &st, const float *__restrict__ ab,
+/* final_kernel's walk down its strip. VEC: every lane of the warp loads its coefficients as float4 (a strip away
+ * from the image's left and right edges); the choice is the warp's, so each instantiation has one kind of load. */
+template <int C, int MODE, bool VEC, int RS>
+__device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_t &pl, const strip_t &st,
+                                           const float *__restrict__ ab, const mk_mask_out_t &out,
                                            float *__restrict__ means)
 {
     constexpr int NC = C + 1;
@@ -684,6 +539,19 @@ __device__ __forceinline__ void final_walk(const mk_guided_plan_t &pl, const str
         }
     }
     for (int y = st.y0; y < st.y1; y++) {
+        /* s = 1: the row's guide pixels, loaded with the coefficients (not after the sums) so that their latency
+         * overlaps; columns outside the image read its first or last pixel and are not written. */
+        int g[kLaneCols][3];
+        if constexpr (MODE == 0) {
+            const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++) {
+                const int x = mk_px_clamp(st.x0 + kLaneCols * lane + j, 0, pl.w - 1);
+#pragma unroll
+                for (int c = 0; c < C; c++)
+                    g[j][c] = __ldg(grow + (size_t)x * C + c);
+            }
+        }
         if (y > st.y0) {
             const float *re = ab + (size_t)mk_px_reflect(y + r, pl.hl) * wp;
             const float *rl = ab + (size_t)mk_px_reflect(y - r - 1, pl.hl) * wp;
@@ -712,67 +580,33 @@ __device__ __forceinline__ void final_walk(const mk_guided_plan_t &pl, const str
 #pragma unroll
             for (int c = 0; c < C; c++)
                 A[c] = s[c][j];
-            float m[NC];
-            mk_px_guided_means(&pc, A, s[C][j], m);
-            store_coef<C>(means + ((size_t)y * pl.wl + x) * NC, m);
+            if constexpr (MODE == 0) {
+                mk_mask_out_put(out, x, y, mk_px_guided_apply(&pc, A, s[C][j], g[j]));
+            } else {
+                float m[NC];
+                mk_px_guided_means(&pc, A, s[C][j], m);
+                store_coef<C>(means + ((size_t)y * pl.wl + x) * NC, m);
+            }
         }
     }
 }
 
-/* The fixed-point exponents of a (ka) and b (kb) from the coefficient kernel's largest magnitudes: nb pairs of float
- * bits at bmax (one per coef_kernel block, or one pair). Every thread of the block calls it. */
-__device__ __forceinline__ void fixed_exps(const mk_guided_plan_t &pl, const unsigned *__restrict__ bmax, int nb,
-                                           int *ka, int *kb)
-{
-    __shared__ unsigned m[2];
-    if (threadIdx.x < kWarp) {
-        unsigned ma = 0, mb = 0;
-        const uint2 *p = (const uint2 *)bmax;
-#pragma unroll 16 /* the loads issued together: one round trip to L2, not one per pair */
-        for (int i = (int)threadIdx.x; i < nb; i += kWarp) {
-            const uint2 v = __ldg(p + i);
-            ma = max(ma, v.x);
-            mb = max(mb, v.y);
-        }
-        ma = __reduce_max_sync(kFull, ma);
-        mb = __reduce_max_sync(kFull, mb);
-        if (threadIdx.x == 0)
-            m[0] = ma, m[1] = mb;
-    }
-    __syncthreads();
-    *ka = mk_px_fixed_exp(__uint_as_float(m[0]), pl.qbits);
-    *kb = mk_px_fixed_exp(__uint_as_float(m[1]), pl.qbits);
-}
-
-/* MODE 0 (s = 1): q and its mask product at each pixel (bmax: coef_kernel's nb block maxima); MODE 1 (s > 1): the
- * coefficient means. */
+/* MODE 0 (s = 1): q and its mask product at each pixel; MODE 1 (s > 1): the coefficient means. */
 template <int C, int MODE, int RS = 0>
 __global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
                                                               const float *__restrict__ ab, mk_mask_out_t out,
-                                                              float *__restrict__ means,
-                                                              const unsigned *__restrict__ bmax, int nb)
+                                                              float *__restrict__ means)
 {
     wait_previous_kernel(); /* coef_kernel's a and b */
     allow_next_kernel();
-    int ka = 0, kb = 0;
-    if constexpr (MODE == 0)
-        fixed_exps(pl, bmax, nb, &ka, &kb);
     strip_t st;
     if (!strip_of(pl, band_rows, st))
         return;
     /* float4 loads when the strip's working columns are all inside the image (their first is a multiple of 4) */
-    const bool vec = st.x0 - pl.r >= 0 && st.x0 - pl.r + kStripCols <= pl.wl;
-    if constexpr (MODE == 0) {
-        if (vec)
-            final_walk_fx<C, true, RS>(in, pl, st, ab, out, ka, kb);
-        else
-            final_walk_fx<C, false, RS>(in, pl, st, ab, out, ka, kb);
-    } else {
-        if (vec)
-            final_walk<C, true, RS>(pl, st, ab, means);
-        else
-            final_walk<C, false, RS>(pl, st, ab, means);
-    }
+    if (st.x0 - pl.r >= 0 && st.x0 - pl.r + kStripCols <= pl.wl)
+        final_walk<C, MODE, true, RS>(in, pl, st, ab, out, means);
+    else
+        final_walk<C, MODE, false, RS>(in, pl, st, ab, out, means);
 }
 
 /* The reduced guide pixel (x, y) for scale S whose S x S block lies inside the guide, as mk_px_guide_at computes
@@ -1256,93 +1090,26 @@ template <typename T> __global__ void sat_cols_kernel(T *sat, size_t plane, int 
         t[y * st] = add_above(t[y * st], t[(y - 1) * st]);
 }
 
-/* One thread per working pixel: a and b; s = 1: their largest magnitudes into gmax[0, 1] (float bits, zeroed before). */
 template <int C>
 __global__ void coef_sat_kernel(mk_guided_plan_t pl, const long long *__restrict__ sat, size_t plane,
-                                float *__restrict__ ab, unsigned *gmax)
+                                float *__restrict__ ab)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1;
     int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
-    float ma = 0.0f, mb = 0.0f;
-    if (x < pl.wl && y < pl.hl) {
-        mk_box_t box = mk_px_box_at(x, y, pl.r, pl.wl, pl.hl);
-        double S[NM];
-        for (int k = 0; k < NM; k++)
-            S[k] = (double)mk_px_sat_box_i64(sat + k * plane, (size_t)pl.wl + 1, pl.wl, pl.hl, box);
-        float o[NC];
-        mk_px_guided_solve(&pl, S, o, o + C);
-        store_coef<C>(ab + ((size_t)y * pl.wl + x) * NC, o);
-        for (int c = 0; c < C; c++)
-            ma = fmaxf(ma, fabsf(o[c]));
-        mb = fabsf(o[C]);
-    }
-    if (pl.s == 1) { /* the block is 32 wide: whole warps */
-        const unsigned wa = __reduce_max_sync(kFull, __float_as_uint(ma)), wb = __reduce_max_sync(kFull, __float_as_uint(mb));
-        if (threadIdx.x == 0) {
-            atomicMax(gmax, wa);
-            atomicMax(gmax + 1, wb);
-        }
-    }
-}
-
-/* s = 1, one thread per working row: the running row sums of the coefficients in fixed point (exact, 64 bits). */
-template <int C>
-__global__ void sat_rows_coef_fx_kernel(mk_guided_plan_t pl, const float *__restrict__ ab,
-                                        const unsigned *__restrict__ gmax, long long *sat, size_t plane)
-{
-    constexpr int NC = C + 1;
-    int y = blockIdx.x * blockDim.x + threadIdx.x;
-    if (y >= pl.hl)
-        return;
-    const size_t st = (size_t)pl.wl + 1;
-    if (y == 0)
-        for (int k = 0; k < NC; k++)
-            for (size_t x = 0; x < st; x++)
-                sat[k * plane + x] = 0;
-    float sc[NC];
-    for (int k = 0; k < NC; k++)
-        sc[k] = ldexpf(1.0f, mk_px_fixed_exp(__uint_as_float(gmax[k < C ? 0 : 1]), pl.qbits));
-    long long acc[NC];
-    for (int k = 0; k < NC; k++) {
-        acc[k] = 0;
-        sat[k * plane + (y + 1) * st] = 0;
-    }
-    for (int x = 0; x < pl.wl; x++) {
-        const float *v = ab + ((size_t)y * pl.wl + x) * NC;
-        for (int k = 0; k < NC; k++) {
-            acc[k] += mk_px_fixed(v[k], sc[k]);
-            sat[k * plane + (y + 1) * st + x + 1] = acc[k];
-        }
-    }
-}
-
-/* s = 1: q and its mask product from the fixed-point tables. */
-template <int C>
-__global__ void final_sat_fx_kernel(in_t in, mk_guided_plan_t pl, const long long *__restrict__ sat, size_t plane,
-                                    const unsigned *__restrict__ gmax, mk_mask_out_t out)
-{
-    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
     if (x >= pl.wl || y >= pl.hl)
         return;
-    const size_t st = (size_t)pl.wl + 1;
     mk_box_t box = mk_px_box_at(x, y, pl.r, pl.wl, pl.hl);
-    long long A[3] = {0, 0, 0};
-    for (int c = 0; c < C; c++)
-        A[c] = mk_px_sat_box_i64(sat + c * plane, st, pl.wl, pl.hl, box);
-    long long B = mk_px_sat_box_i64(sat + C * plane, st, pl.wl, pl.hl, box);
-    mk_guided_plan_t pc = pl;
-    pc.C = C;
-    const double ua = ldexp(1.0, -mk_px_fixed_exp(__uint_as_float(gmax[0]), pl.qbits));
-    const double ub = ldexp(1.0, -mk_px_fixed_exp(__uint_as_float(gmax[1]), pl.qbits));
-    int g[3];
-    mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, x, y, g);
-    mk_mask_out_put(out, x, y, mk_px_guided_apply_fx(&pc, A, B, ua, ub, g));
+    double S[NM];
+    for (int k = 0; k < NM; k++)
+        S[k] = (double)mk_px_sat_box_i64(sat + k * plane, (size_t)pl.wl + 1, pl.wl, pl.hl, box);
+    float o[NC];
+    mk_px_guided_solve(&pl, S, o, o + C);
+    store_coef<C>(ab + ((size_t)y * pl.wl + x) * NC, o);
 }
 
-/* s > 1: the coefficient means from the tables of doubles. */
-template <int C>
-__global__ void final_sat_kernel(mk_guided_plan_t pl, const double *__restrict__ sat, size_t plane,
-                                 float *__restrict__ means)
+template <int C, int MODE>
+__global__ void final_sat_kernel(in_t in, mk_guided_plan_t pl, const double *__restrict__ sat, size_t plane,
+                                 mk_mask_out_t out, float *__restrict__ means)
 {
     constexpr int NC = C + 1;
     int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
@@ -1356,9 +1123,15 @@ __global__ void final_sat_kernel(mk_guided_plan_t pl, const double *__restrict__
     double B = mk_px_sat_box_f64(sat + C * plane, st, pl.wl, pl.hl, box);
     mk_guided_plan_t pc = pl;
     pc.C = C;
-    float m[NC];
-    mk_px_guided_means(&pc, A, B, m);
-    store_coef<C>(means + ((size_t)y * pl.wl + x) * NC, m);
+    if constexpr (MODE == 0) {
+        int g[3];
+        mk_px_guide_at(in.guide, in.gpitch, C, pl.w, pl.h, 1, x, y, g);
+        mk_mask_out_put(out, x, y, mk_px_guided_apply(&pc, A, B, g));
+    } else {
+        float m[NC];
+        mk_px_guided_means(&pc, A, B, m);
+        store_coef<C>(means + ((size_t)y * pl.wl + x) * NC, m);
+    }
 }
 
 /* ---- host side ------------------------------------------------------------------------------------------- */
@@ -1444,12 +1217,11 @@ struct bands_t {
 /* Bands for strip kernel K: as short as it takes for the strips to fill every SM with as many warps as can be
  * resident (one wave; a band's warm-up of 2r + 1 rows is paid again for each band, but each warp walks its rows
  * serially, so resident warps are what hides the latency of a row step). */
-template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, bands_t *b, int per_sm_max = 0)
+template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, bands_t *b)
 {
     int per_sm, rc = strip_blocks_per_sm<K>(&per_sm);
     if (rc)
         return rc;
-    per_sm = per_sm_max > 0 && per_sm > per_sm_max ? per_sm_max : per_sm;
     const long strips = strip_count(pl.r, pl.wl);
     const long want = (long)per_sm * kStripWarps * (ctx->sm_count > 0 ? ctx->sm_count : 1);
     long rows = (strips * pl.hl + want - 1) / want;
@@ -1460,47 +1232,26 @@ template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &p
     return 0;
 }
 
-/* An experiment (MASKD_GUIDED_FINAL_BPS): final_kernel's bands planned for at most this many blocks per SM. */
-int final_blocks_env()
-{
-    static std::atomic<int> v{-1};
-    int n = v.load(std::memory_order_relaxed);
-    if (n < 0) {
-        const char *e = getenv("MASKD_GUIDED_FINAL_BPS");
-        n = e ? atoi(e) : 0;
-        v.store(n, std::memory_order_relaxed);
-    }
-    return n;
-}
-
-/* The full filter (s = 1) on the strip kernels: coef_kernel (its blocks' largest |a| and |b| at bmax), then
- * final_kernel as a dependent launch. */
+/* The full filter (s = 1) on the strip kernels: coef_kernel, then final_kernel as a dependent launch. */
 template <int C, bool NARROW, int RS>
-int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, unsigned *bmax,
-                const mk_mask_out_t &out)
+int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, const mk_mask_out_t &out)
 {
     cudaStream_t s = MK_STREAM(ctx);
     bands_t bc, bf;
     int rc;
     if ((rc = strip_bands<coef_kernel<C, false, NARROW, RS>>(ctx, pl, &bc)) ||
-        (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf, final_blocks_env())))
+        (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf)))
         return rc;
-    coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab, bmax);
+    coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
     if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0, RS>, in, pl, bf.rows, (const float *)ab, out,
-                        (float *)nullptr, (const unsigned *)bmax, (int)bc.blocks);
-}
-
-/* The most blocks coef_kernel launches at scale 1: a block of kStripWarps strips per band of one row or more. */
-int strip_blocks_max(const mk_guided_plan_t &pl)
-{
-    return (int)(((long)strip_count(pl.r, pl.wl) * pl.hl + kStripWarps - 1) / kStripWarps);
+                        (float *)nullptr);
 }
 
 template <int C>
 int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, float *means, unsigned *rg,
-               unsigned *bmax, const mk_mask_out_t &out)
+               const mk_mask_out_t &out)
 {
     cudaStream_t s = MK_STREAM(ctx);
     bands_t bc, bf;
@@ -1508,9 +1259,8 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
     const bool narrow = narrow_r(pl.r);
     if (pl.s == 1) {
         if (pl.r == kFixedR) /* the window sums without a scan (strip_box), r known when compiled */
-            return full_strips<C, true, kFixedR>(ctx, in, pl, ab, bmax, out);
-        return narrow ? full_strips<C, true, 0>(ctx, in, pl, ab, bmax, out)
-                      : full_strips<C, false, 0>(ctx, in, pl, ab, bmax, out);
+            return full_strips<C, true, kFixedR>(ctx, in, pl, ab, out);
+        return narrow ? full_strips<C, true, 0>(ctx, in, pl, ab, out) : full_strips<C, false, 0>(ctx, in, pl, ab, out);
     }
     in_t work = in;
     work.rguide = rg;
@@ -1524,25 +1274,22 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
         (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf)))
         return rc;
     if ((rc = launch_reduce<C>(s, in, pl, rg)) ||
-        (rc = narrow ? launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, true>, work, pl, bc.rows, ab,
-                                    (unsigned *)nullptr)
-                     : launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, false>, work, pl, bc.rows, ab,
-                                    (unsigned *)nullptr)))
+        (rc = narrow ? launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, true>, work, pl, bc.rows, ab)
+                     : launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, false>, work, pl, bc.rows, ab)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 1>, in, pl, bf.rows, (const float *)ab, out,
-                        means, (const unsigned *)nullptr, 0);
+                        means);
 }
 
 template <int C>
 int sat_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, float *means, long long *sat,
-             double *sat2, unsigned *gmax, const mk_mask_out_t &out)
+             double *sat2, const mk_mask_out_t &out)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1;
     cudaStream_t s = MK_STREAM(ctx);
     const size_t st = (size_t)pl.wl + 1, plane = st * ((size_t)pl.hl + 1);
     const unsigned rows = (unsigned)(pl.hl + 63) / 64;
     dim3 block(32, 8), grid = grid2d(pl.wl, pl.hl, block);
-    const unsigned cols = (unsigned)((st * NC + 127) / 128);
     int rc;
     sat_rows_moments_kernel<C><<<rows, 64, 0, s>>>(in, pl, sat, plane);
     if ((rc = MK_CUDA_LAUNCH_CHECK(sat_rows_moments_kernel)))
@@ -1550,29 +1297,19 @@ int sat_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *a
     sat_cols_kernel<long long><<<(unsigned)((st * NM + 127) / 128), 128, 0, s>>>(sat, plane, NM, pl.wl, pl.hl);
     if ((rc = MK_CUDA_LAUNCH_CHECK(sat_cols_kernel)))
         return rc;
-    if (pl.s == 1 && (rc = MK_CUDA_CHECK(cudaMemsetAsync(gmax, 0, 2 * sizeof(unsigned), s))))
-        return rc;
-    coef_sat_kernel<C><<<grid, block, 0, s>>>(pl, sat, plane, ab, gmax);
+    coef_sat_kernel<C><<<grid, block, 0, s>>>(pl, sat, plane, ab);
     if ((rc = MK_CUDA_LAUNCH_CHECK(coef_sat_kernel)))
         return rc;
-    if (pl.s == 1) { /* the coefficients' tables in fixed point */
-        long long *fx = (long long *)sat2;
-        sat_rows_coef_fx_kernel<C><<<rows, 64, 0, s>>>(pl, ab, gmax, fx, plane);
-        if ((rc = MK_CUDA_LAUNCH_CHECK(sat_rows_coef_fx_kernel)))
-            return rc;
-        sat_cols_kernel<long long><<<cols, 128, 0, s>>>(fx, plane, NC, pl.wl, pl.hl);
-        if ((rc = MK_CUDA_LAUNCH_CHECK(sat_cols_kernel)))
-            return rc;
-        final_sat_fx_kernel<C><<<grid, block, 0, s>>>(in, pl, fx, plane, gmax, out);
-        return MK_CUDA_LAUNCH_CHECK(final_sat_fx_kernel);
-    }
     sat_rows_coef_kernel<C><<<rows, 64, 0, s>>>(pl, ab, sat2, plane);
     if ((rc = MK_CUDA_LAUNCH_CHECK(sat_rows_coef_kernel)))
         return rc;
-    sat_cols_kernel<double><<<cols, 128, 0, s>>>(sat2, plane, NC, pl.wl, pl.hl);
+    sat_cols_kernel<double><<<(unsigned)((st * NC + 127) / 128), 128, 0, s>>>(sat2, plane, NC, pl.wl, pl.hl);
     if ((rc = MK_CUDA_LAUNCH_CHECK(sat_cols_kernel)))
         return rc;
-    final_sat_kernel<C><<<grid, block, 0, s>>>(pl, sat2, plane, means);
+    if (pl.s == 1)
+        final_sat_kernel<C, 0><<<grid, block, 0, s>>>(in, pl, sat2, plane, out, nullptr);
+    else
+        final_sat_kernel<C, 1><<<grid, block, 0, s>>>(in, pl, sat2, plane, out, means);
     return MK_CUDA_LAUNCH_CHECK(final_sat_kernel);
 }
 
@@ -1587,20 +1324,16 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
     const size_t off_means = coef_bytes, off_more = off_means + (fast ? coef_bytes : 0);
     /* then the reduced guide (strip kernels, s > 1) or the summed-area tables */
     const size_t off_sat2 = off_more + (strips ? 0 : align256(NM * plane * sizeof(long long)));
-    const size_t end = strips ? off_more + (fast ? npx * sizeof(unsigned) : 0) : off_sat2 + NC * plane * sizeof(double);
-    /* then s = 1 the largest |a| and |b|: one pair per coef_kernel block, or one pair (the tables' path) */
-    const size_t off_max = align256(end);
-    const size_t total = off_max + (fast ? 0 : 2 * sizeof(unsigned) * (strips ? (size_t)strip_blocks_max(pl) : 1));
+    const size_t total = strips ? off_more + (fast ? npx * sizeof(unsigned) : 0)
+                                : off_sat2 + NC * plane * sizeof(double);
     void *p;
     int rc = mk_ctx_scratch(ctx, MK_SCRATCH_GUIDED, total, &p, NULL);
     if (rc)
         return rc;
     char *base = (char *)p;
     float *ab = (float *)base, *means = (float *)(base + off_means);
-    unsigned *bmax = (unsigned *)(base + off_max);
-    rc = strips ? strip_path<C>(ctx, in, pl, ab, means, (unsigned *)(base + off_more), bmax, out)
-                : sat_path<C>(ctx, in, pl, ab, means, (long long *)(base + off_more), (double *)(base + off_sat2), bmax,
-                              out);
+    rc = strips ? strip_path<C>(ctx, in, pl, ab, means, (unsigned *)(base + off_more), out)
+                : sat_path<C>(ctx, in, pl, ab, means, (long long *)(base + off_more), (double *)(base + off_sat2), out);
     if (rc)
         return rc;
     if (fast) {
