@@ -5,7 +5,8 @@
  * dependent shared-memory steps separated by block barriers, so its latency, not the device's throughput, sets the
  * pace of a pass). T is 16 for grids up to 512 pixels on the longer side and 32 above (tile_for): a 16 x 16 visit
  * costs about 60 % of a 32 x 32 one, but a solve needs more passes, which outweighs it on larger grids (H100,
- * NOTES.md, session 10). The kernel is compiled for both sides (maxflow_pr.cuh, included once per side).
+ * NOTES.md, session 10); a solve that starts cold (no kept flow) takes 16 x 16 tiles up to 640 pixels. The kernel
+ * is compiled for both sides (maxflow_pr.cuh, included once per side).
  * A pass visits the tiles on its list (the first BFS pass of a global relabel: every tile of tiling 0): tiles are
  * put on the next pass's list when their flag is raised (wake, or the relabel's scan for active pixels) and the
  * blocks share the list out evenly, so the few active tiles of a pass never queue behind each other on one block.
@@ -132,14 +133,20 @@ size_t take(size_t &off, size_t bytes)
 }
 
 /* The tile side for a w x h grid: 16 up to 512 pixels on the longer side, else 32 (16 x 16 tiles make a visit
- * cheaper, 32 x 32 tiles need fewer passes: NOTES.md, session 10). MASKD_PR_TILE=16 or 32 overrides it (a
- * measuring aid; mk_pr_device_bytes allows for either). */
-int tile_for(int w, int h)
+ * cheaper, 32 x 32 tiles need fewer passes: NOTES.md, session 10); for a cold solve (no kept flow) 16 up to
+ * kColdTile16Max. On the H100 (NOTES.md, session 18) cold solves at 640x480 on 16 x 16 tiles: max-flow 1353-1364 ->
+ * 1182-1214 us, fixed-model cut 1364-1375 -> 1173-1182, 5 iterations (the first solve cold) 7035-7194 ->
+ * 6725-6800; at 1280x720 the fixed-model cut gained 4 % but 5 iterations lost 2 % (the warm solves after a 16 x 16
+ * cold one took more passes), so larger grids keep 32 x 32. MASKD_PR_TILE=16 or 32 overrides both (a measuring
+ * aid; mk_pr_device_bytes allows for either). */
+const int kColdTile16Max = 640;
+
+int tile_for(int w, int h, bool cold)
 {
     const char *e = getenv("MASKD_PR_TILE");
     if (e && (!strcmp(e, "16") || !strcmp(e, "32")))
         return atoi(e);
-    return (w > h ? w : h) <= 512 ? 16 : 32;
+    return (w > h ? w : h) <= (cold ? kColdTile16Max : 512) ? 16 : 32;
 }
 
 /* Planes first (their offsets do not depend on the tiles), then the per-tile arrays and the control block. */
@@ -196,7 +203,10 @@ int threads_of(const layout &l)
 struct mk_pr_solver {
     mk_ctx_t *ctx;
     int w, h;
-    layout l;
+    layout l;          /* the tiles of the last solve (the planes are at the same offsets in every layout) */
+    layout tiled[2];   /* the tiles of a warm solve [0] and of a cold one [1] */
+    int tiled_blocks[2];
+    int cold;          /* the kept flow is zero (a new solver with its own memory, or mk_pr_reset) */
     char *buf;
     int owned;
     int blocks;
@@ -471,28 +481,40 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
         return mk_err_set(MK_EINVAL, "max-flow solver: needs a CUDA context");
     if (!dims_ok(width, height))
         return mk_err_set(MK_ERANGE, "max-flow solver: grid %dx%d outside 1..%d", width, height, MK_IMAGE_MAX_DIM);
-    layout l;
-    layout_of(width, height, tile_for(width, height), l);
-    const void *k = kernel_of(l, false), *kp = kernel_of(l, true);
-    if ((rc = MK_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, ctx->device))) ||
-        (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                 (int)cudaSharedmemCarveoutMaxShared))) ||
-        (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(kp, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                 (int)cudaSharedmemCarveoutMaxShared))) ||
-        (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads_of(l), 0))) ||
-        (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_prof, kp, threads_of(l), 0))))
+    layout tl[2];
+    int blocks[2];
+    if ((rc = MK_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, ctx->device))))
         return rc;
-    per_sm = per_sm_prof < per_sm ? per_sm_prof : per_sm; /* one grid size for both */
-    if (!coop || per_sm < 1)
-        return mk_err_set(MK_EUNSUPPORTED, "max-flow solver: device %s cannot run the cooperative kernel (%s)",
-                          ctx->device_name, coop ? "no block fits on an SM" : "no cooperative launch");
+    for (int c = 0; c < 2; c++) {
+        layout &l = tl[c];
+        layout_of(width, height, tile_for(width, height, c == 1), l);
+        const void *k = kernel_of(l, false), *kp = kernel_of(l, true);
+        if ((rc = MK_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                     (int)cudaSharedmemCarveoutMaxShared))) ||
+            (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(kp, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                     (int)cudaSharedmemCarveoutMaxShared))) ||
+            (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads_of(l), 0))) ||
+            (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_prof, kp, threads_of(l), 0))))
+            return rc;
+        per_sm = per_sm_prof < per_sm ? per_sm_prof : per_sm; /* one grid size for both */
+        if (!coop || per_sm < 1)
+            return mk_err_set(MK_EUNSUPPORTED, "max-flow solver: device %s cannot run the cooperative kernel (%s)",
+                              ctx->device_name, coop ? "no block fits on an SM" : "no cooperative launch");
+        long long tiles = (long long)l.ntx[1] * l.nty[1], room = (long long)per_sm * ctx->sm_count;
+        blocks[c] = (int)(tiles < room ? tiles : room);
+    }
     mk_pr_solver_t *s = (mk_pr_solver_t *)calloc(1, sizeof *s);
     if (!s)
         return mk_err_set(MK_ENOMEM, "max-flow solver: out of memory");
     s->ctx = ctx;
     s->w = width;
     s->h = height;
-    s->l = l;
+    for (int c = 0; c < 2; c++) {
+        s->tiled[c] = tl[c];
+        s->tiled_blocks[c] = blocks[c];
+    }
+    s->l = tl[0];
+    s->blocks = blocks[0];
     s->params = mk_pr_params_default();
     /* a measuring aid: sweeps,push_passes,margin[,later_passes[,relabel_cap]] */
     const char *pe = getenv("MASKD_PR_PARAMS");
@@ -506,24 +528,27 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
             MK_WARN("max-flow solver: MASKD_PR_PARAMS=%s ignored "
                     "(sweeps,push_passes,margin[,later_passes[,relabel_cap]])", pe);
     }
-    long long tiles = (long long)s->l.ntx[1] * s->l.nty[1], room = (long long)per_sm * ctx->sm_count;
-    s->blocks = (int)(tiles < room ? tiles : room);
-    if (device_buf) {
-        if (buf_bytes < s->l.total || (uintptr_t)device_buf % 256) {
-            rc = mk_err_set(MK_EINVAL, "max-flow solver: buffer of %zu bytes at %p, needs %zu bytes, 256-aligned",
-                            buf_bytes, device_buf, s->l.total);
-            goto fail;
+    {
+        const size_t need = tl[0].total > tl[1].total ? tl[0].total : tl[1].total;
+        if (device_buf) {
+            if (buf_bytes < need || (uintptr_t)device_buf % 256) {
+                rc = mk_err_set(MK_EINVAL, "max-flow solver: buffer of %zu bytes at %p, needs %zu bytes, 256-aligned",
+                                buf_bytes, device_buf, need);
+                goto fail;
+            }
+            s->buf = (char *)device_buf;
+        } else {
+            if ((rc = mk_cuda_alloc(ctx, need, MK_MEM_DEVICE, (void **)&s->buf)))
+                goto fail;
+            s->owned = 1;
+            s->cold = 1;
+            if ((rc = MK_CUDA_CHECK(cudaMemsetAsync(s->buf, 0, need, MK_STREAM(ctx)))))
+                goto fail;
         }
-        s->buf = (char *)device_buf;
-    } else {
-        if ((rc = mk_cuda_alloc(ctx, s->l.total, MK_MEM_DEVICE, (void **)&s->buf)))
-            goto fail;
-        s->owned = 1;
-        if ((rc = MK_CUDA_CHECK(cudaMemsetAsync(s->buf, 0, s->l.total, MK_STREAM(ctx)))))
-            goto fail;
+        MK_DEBUG("max-flow solver %dx%d: %zu bytes; warm solves %d blocks, %d x %d tiles; cold solves %d blocks, "
+                 "%d x %d tiles", width, height, need, blocks[0], tl[0].tile, tl[0].tile, blocks[1], tl[1].tile,
+                 tl[1].tile);
     }
-    MK_DEBUG("max-flow solver %dx%d: %zu bytes, %d blocks (%d per SM), tiles %dx%d and %dx%d", width, height,
-             s->l.total, s->blocks, per_sm, s->l.ntx[0], s->l.nty[0], s->l.ntx[1], s->l.nty[1]);
     *out = s;
     return 0;
 fail:
@@ -591,6 +616,7 @@ extern "C" int mk_pr_reset(mk_pr_solver_t *s)
         if (rc)
             return rc;
     }
+    s->cold = 1;
     return 0;
 }
 
@@ -602,6 +628,8 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
         return mk_err_set(MK_EINVAL, "max-flow solve: NULL argument");
     if (cut_pitch < (size_t)s->w)
         return mk_err_set(MK_EINVAL, "max-flow solve: cut pitch %zu below the width %d", cut_pitch, s->w);
+    s->l = s->tiled[s->cold];
+    s->blocks = s->tiled_blocks[s->cold];
     const layout &l = s->l;
     pr_args a;
     a.w = s->w;
@@ -650,6 +678,7 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
                                                         dim3(threads_of(l)), args, 0, st))))
         goto done;
     s->solved = 1;
+    s->cold = 0;
     s->cut = cut;
     s->cut_pitch = cut_pitch;
     s->flow_dev = a.flow_out;
