@@ -89,7 +89,12 @@ static int gc_run_scaled(mk_ctx_t *ctx, const mk_image_t *img, const mk_rect_t *
      * benchmark images scored 0.7900 instead of 0.8049 at s = 4 (NOTES.md, session 19). */
     int x0 = (rect->x + s / 2) / s, y0 = (rect->y + s / 2) / s;
     int x1 = (rect->x + rect->width + s / 2) / s, y1 = (rect->y + rect->height + s / 2) / s;
-    mk_rect_t r = {x0, y0, (x1 > lw ? lw : x1) - x0, (y1 > lh ? lh : y1) - y0};
+    /* at least one reduced pixel inside the image, however small the rectangle */
+    x0 = x0 > lw - 1 ? lw - 1 : x0;
+    y0 = y0 > lh - 1 ? lh - 1 : y0;
+    x1 = x1 > lw ? lw : x1 <= x0 ? x0 + 1 : x1;
+    y1 = y1 > lh ? lh : y1 <= y0 ? y0 + 1 : y1;
+    mk_rect_t r = {x0, y0, x1 - x0, y1 - y0};
     if (r.x == 0 && r.y == 0 && r.width == lw && r.height == lh) {
         r.width--; /* as at full resolution: leave background at the right and the bottom */
         r.height--;
