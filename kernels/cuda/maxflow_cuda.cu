@@ -54,6 +54,7 @@ __host__ __device__ constexpr int ddy(int d)
 /* Device control block: pass counters, the last global relabel's summary, the outcome. */
 struct pr_ctl {
     unsigned cnt[3];  /* tiles woken for the next pass; pass g counts in cnt[(g + 1) % 3] */
+    unsigned claim[3]; /* visits claimed past a block's first in pass g: claim[g % 3] */
     int active;       /* pixels with excess and a finite distance after the last global relabel */
     int dmax;         /* largest finite distance of the last global relabel */
     int status;       /* 0 converged, 1 out of rounds, 2 out of passes */

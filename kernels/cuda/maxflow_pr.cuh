@@ -52,6 +52,7 @@ struct sm_block {
     sm_all u;
     long long pf[PF_N];            /* thread 0's profile counters (when a.prof) */
     unsigned next;                 /* bits of the other tiling's 2x2 tiles to wake (maxflow_tiles.h) */
+    int claimed;                   /* the list entry thread 0 claimed for the block's next visit (next_visit) */
     long long red[kThreads / 32];  /* block reductions */
     int mx[3];                     /* block_max's slots */
 };
@@ -681,6 +682,22 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
     pf_mark<P>(a, sb, PF_PUSH_STORE, t0);
 }
 
+/* The list entry of a block's next visit in pass gp of n tiles (push and BFS passes alike): the first is the
+ * block's own (blockIdx.x); after it, when the pass has more tiles than blocks, the block claims the next unvisited
+ * entry (gridDim.x + a ticket of the pass's counter, claim[gp % 3], which pass_end clears two passes ahead as it
+ * does the tile counts), so that the blocks whose visits end first take the remaining tiles, instead of every
+ * block taking every gridDim.x-th entry whatever its earlier visits cost (NOTES.md, session 20: 1-7 % faster
+ * solves). Returns n or more when nothing is left. Thread 0 claims; the barrier publishes the entry. */
+__device__ __forceinline__ int next_visit(const pr_args &a, sm_block &sb, unsigned gp, int n)
+{
+    if (n <= (int)gridDim.x)
+        return n;
+    if (threadIdx.x == 0)
+        sb.claimed = (int)gridDim.x + (int)atomicAdd(&a.ctl->claim[gp % 3], 1u);
+    __syncthreads();
+    return sb.claimed;
+}
+
 /* The profile's per-pass slot: the slowest visit of pass g (thread 0). */
 template <bool P>
 __device__ __forceinline__ void pf_pass(const pr_args &a, unsigned gp, int kind, int tiles, long long cycles)
@@ -705,6 +722,7 @@ __device__ __forceinline__ bool pass_end(const pr_args &a, cg::grid_group &grid,
 {
     if (leader) {
         a.ctl->cnt[(gp + 2) % 3] = 0;
+        a.ctl->claim[(gp + 2) % 3] = 0;
         atomicAdd(kind, 1); /* no load: the leader does not wait for it before the barrier */
     }
     pf_mark<P>(a, sb, PF_SKIP, t0);
@@ -768,6 +786,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
     if (leader) {
         pr_ctl *c = a.ctl;
         c->cnt[0] = c->cnt[1] = c->cnt[2] = 0;
+        c->claim[0] = c->claim[1] = c->claim[2] = 0;
         c->active = c->dmax = c->status = 0;
         c->relabels = c->push_passes = c->bfs_passes = 0;
         c->flow = 0;
@@ -790,7 +809,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
             /* the first pass visits every tile of tiling 0, the others the tiles woken for them */
             const int n = first ? ntile0 : (int)pn;
             long long slow = 0;
-            for (int i = blockIdx.x; i < n; i += gridDim.x) {
+            for (int i = blockIdx.x; i < n; i = next_visit(a, sb, gp, n)) {
                 const int t = first ? i : kSpecFirst && i == (int)blockIdx.x ? (int)pt : (int)__ldcg(mine + i);
                 if (!first && tid == 0)
                     __stcg(a.bflag[o] + t, 0u);
@@ -899,7 +918,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
             }
             const int n = (int)pn;
             long long slow = 0;
-            for (int i = blockIdx.x; i < n; i += gridDim.x) {
+            for (int i = blockIdx.x; i < n; i = next_visit(a, sb, gp, n)) {
                 const int t = kSpecFirst && i == (int)blockIdx.x ? (int)pt : (int)__ldcg(mine + i);
                 if (tid == 0)
                     __stcg(a.pflag[o] + t, 0u);
