@@ -3,13 +3,15 @@
  *
  * Kernel layout: a tile visit gives each thread one pixel of a T x T tile (T x T threads per block; a chain of
  * dependent shared-memory steps separated by block barriers, so its latency, not the device's throughput, sets the
- * pace of a pass). T is 16 for grids up to 512 pixels on the longer side and 32 above (tile_for): a 16 x 16 visit
+ * pace of a pass). T is 16 for grids up to 640 pixels on the longer side and 32 above (tile_for): a 16 x 16 visit
  * costs about 60 % of a 32 x 32 one, but a solve needs more passes, which outweighs it on larger grids (H100,
- * NOTES.md, session 10); a solve that starts cold (no kept flow) takes 16 x 16 tiles up to 640 pixels. The kernel
- * is compiled for both sides (maxflow_pr.cuh, included once per side).
+ * NOTES.md, sessions 10, 18 and 20). The kernel is compiled for both sides (maxflow_pr.cuh, included once per
+ * side).
  * A pass visits the tiles on its list (the first BFS pass of a global relabel: every tile of tiling 0): tiles are
- * put on the next pass's list when their flag is raised (wake, or the relabel's scan for active pixels) and the
- * blocks share the list out evenly, so the few active tiles of a pass never queue behind each other on one block.
+ * put on the next pass's list when their flag is raised (wake, or the relabel's scan for active pixels); block b
+ * visits entry b, and when the list is longer than the grid, a block whose visit ended claims the next entry not
+ * yet taken (next_visit), so the few active tiles of a pass never queue behind each other on one block and the
+ * blocks that finish first take the rest.
  * Passes are separated by grid.sync(), and every choice after a sync (another pass, another round, stop) is made
  * from values written before it, so all blocks take it alike. Mutable global state is read with __ldcg and written
  * with __stcg or atomics (L2), never through the incoherent L1.
@@ -133,9 +135,9 @@ size_t take(size_t &off, size_t bytes)
     return pos;
 }
 
-/* The tile side for a w x h grid: 16 up to 512 pixels on the longer side, else 32 (16 x 16 tiles make a visit
- * cheaper, 32 x 32 tiles need fewer passes: NOTES.md, session 10); for a cold solve (no kept flow) 16 up to
- * kColdTile16Max. On the H100 (NOTES.md, session 18) cold solves at 640x480 on 16 x 16 tiles: max-flow 1353-1364 ->
+/* The tile side for a w x h grid: 16 up to kColdTile16Max pixels on the longer side for a cold solve (no kept
+ * flow), kWarmTile16Max for a warm one, else 32 (16 x 16 tiles make a visit cheaper, 32 x 32 tiles need fewer
+ * passes: NOTES.md, session 10; the rule was 16 up to 512 for both until sessions 18 and 20). On the H100 (NOTES.md, session 18) cold solves at 640x480 on 16 x 16 tiles: max-flow 1353-1364 ->
  * 1182-1214 us, fixed-model cut 1364-1375 -> 1173-1182, 5 iterations (the first solve cold) 7035-7194 ->
  * 6725-6800; at 1280x720 the fixed-model cut gained 4 % but 5 iterations lost 2 % (the warm solves after a 16 x 16
  * cold one took more passes), so larger grids keep 32 x 32. MASKD_PR_TILE=16 or 32 overrides both (a measuring
@@ -439,7 +441,7 @@ int passes_between_relabels(const layout &l)
  * 3227-3239 -> 3045-3095, 416x416 4420-4620 -> 4344-4409; 640x480 within the noise. */
 const int kLaterPasses = 8;
 
-/* The relabel cap when the parameters leave it to the size: 96 on 16 x 16 tiles (grids up to 512 pixels), none on
+/* The relabel cap when the parameters leave it to the size: 96 on 16 x 16 tiles (grids up to 640 pixels), none on
  * 32 x 32. On the H100 against no cap (NOTES.md, session 16, two calls, two runs each): 416x416 5 iterations
  * 4407-4567 -> 4028-4096 us, warm from the last frame 4419-4582 -> 3728-3883, the fixed-model cut warm from the last
  * frame 1164-1179 -> 882-899, cold 935-980 -> 910-976; 320x180 cut warm 638-671 -> 521-534, cold and 5 iterations

@@ -28,8 +28,8 @@
  *     masks, a level per step), then runs synchronous push/relabel sweeps (a new local BFS when a sweep cannot
  *     push), pushes across the tile's border going to global memory by atomics; up to push_passes passes in a
  *     solve's first round and later_passes in each round after it, then the next global relabel. Tiles are
- *     16 x 16 pixels on grids up to 512 pixels on the longer side (640 in a cold solve: no kept flow, a new solver
- *     with its own memory or after mk_pr_reset), else 32 x 32;
+ *     16 x 16 pixels on grids up to 640 pixels on the longer side, else 32 x 32; a block visits the pass's tile
+ *     list entry of its own index, then, while the list is longer than the grid, the next entry not yet claimed;
  *   - the global relabels after a solve's first may stop at a distance (relabel_cap): pixels farther from the sink
  *     keep an infinite label until a later relabel, and the push passes move the excess near the sink first. A
  *     capped relabel that finds no pixel with excess within the cap, yet reached the cap, is followed by a full one,
