@@ -137,11 +137,12 @@ size_t take(size_t &off, size_t bytes)
 
 /* The tile side for a w x h grid: 16 up to kColdTile16Max pixels on the longer side for a cold solve (no kept
  * flow), kWarmTile16Max for a warm one, else 32 (16 x 16 tiles make a visit cheaper, 32 x 32 tiles need fewer
- * passes: NOTES.md, session 10; the rule was 16 up to 512 for both until sessions 18 and 20). On the H100 (NOTES.md, session 18) cold solves at 640x480 on 16 x 16 tiles: max-flow 1353-1364 ->
- * 1182-1214 us, fixed-model cut 1364-1375 -> 1173-1182, 5 iterations (the first solve cold) 7035-7194 ->
- * 6725-6800; at 1280x720 the fixed-model cut gained 4 % but 5 iterations lost 2 % (the warm solves after a 16 x 16
- * cold one took more passes), so larger grids keep 32 x 32. MASKD_PR_TILE=16 or 32 overrides both (a measuring
- * aid; mk_pr_device_bytes allows for either). */
+ * passes: NOTES.md, session 10; the rule was 16 up to 512 for both until sessions 18 and 20). On the H100
+ * (NOTES.md, session 18) cold solves at 640x480 on 16 x 16 tiles: max-flow 1353-1364 -> 1182-1214 us, fixed-model
+ * cut 1364-1375 -> 1173-1182, 5 iterations (the first solve cold) 7035-7194 -> 6725-6800; at 1280x720 the
+ * fixed-model cut gained 4 % but 5 iterations lost 2 % (the warm solves after a 16 x 16 cold one took more passes),
+ * so larger grids keep 32 x 32. MASKD_PR_TILE=16 or 32 overrides both (a measuring aid; mk_pr_device_bytes allows
+ * for either). */
 const int kColdTile16Max = 640;
 /* Warm solves: 16 x 16 up to 640 pixels as well since blocks claim their visits (session 20, H100, same binary,
  * MASKD_PR_TILE=16 against the 512 of before: 5 iterations at 640x480 6564-6694 -> 6282-6292 us; at 1280x720 16 x 16
