@@ -80,7 +80,8 @@ enum {
     PF_PASS_KIND = PF_PASS_MAX + PF_MAX_PASSES, /* per pass: 1 BFS, 2 push, | the tiles visited << 2 */
     PF_MAX_ROUNDS = 256,
     PF_ROUND = PF_PASS_KIND + PF_MAX_PASSES,    /* per global relabel: active pixels | largest distance << 32 | 1 << 63 */
-    PF_TOTAL = PF_ROUND + PF_MAX_ROUNDS
+    PF_PHASE = PF_ROUND + PF_MAX_ROUNDS,        /* per round with an asynchronous push phase: visits | cycles << 32 */
+    PF_TOTAL = PF_PHASE + PF_MAX_ROUNDS
 };
 
 struct pr_args {
@@ -106,6 +107,7 @@ struct pr_args {
     unsigned long long *qslot; /* the asynchronous push phase's queue: qcap slots, 0 or (ticket + 1) << 32 | tile */
     unsigned qcap;
     int async_pct; /* its visit budget: push passes x the tiles queued at its start x async_pct / 100 */
+    int async_from; /* the first round with an asynchronous push phase (the rounds before: push passes) */
 };
 
 } // namespace
@@ -222,12 +224,14 @@ const void *kernel_of(const layout &l, bool prof, bool async)
  * MASKD_PR_ASYNC (a measuring aid), else kAsyncPct. */
 const int kAsyncPct = 0;
 
-int async_pct_of(void)
+int async_pct_of(int *from)
 {
-    const char *e = getenv("MASKD_PR_ASYNC");
-    if (!e || !*e)
+    const char *e = getenv("MASKD_PR_ASYNC"); /* pct[,first round] */
+    int v = kAsyncPct, f = 0;
+    *from = 0;
+    if (!e || !*e || sscanf(e, "%d,%d", &v, &f) < 1)
         return kAsyncPct;
-    int v = atoi(e);
+    *from = f < 0 ? 0 : f;
     return v < 0 ? 0 : v > 100000 ? 100000 : v;
 }
 
@@ -249,6 +253,7 @@ struct mk_pr_solver {
     int owned;
     int blocks;
     int async_pct;     /* async_pct_of() */
+    int async_from;
     mk_pr_params_t params;
     /* the last solve, for mk_pr_check */
     int solved;
@@ -342,6 +347,11 @@ void prof_report(const mk_pr_solver_t *s, const unsigned long long *dev)
     fprintf(stderr, "\nmaxflow relabels (active pixels/largest distance):");
     for (int g = 0; g < PF_MAX_ROUNDS && v[PF_ROUND + g]; g++)
         fprintf(stderr, " %llu/%llu", v[PF_ROUND + g] & 0xffffffffu, (v[PF_ROUND + g] >> 32) & 0x7fffffffu);
+    fprintf(stderr, "\nmaxflow asynchronous push phases by round (visits/us):");
+    for (int g = 0; g < PF_MAX_ROUNDS; g++)
+        if (v[PF_PHASE + g])
+            fprintf(stderr, " %d:%llu/%.1f", g, v[PF_PHASE + g] & 0xffffffffu,
+                    (double)(v[PF_PHASE + g] >> 32) * us_per_cycle);
     fprintf(stderr, "\n");
 }
 
@@ -555,7 +565,7 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
     s->l = tl[0];
     s->blocks = blocks[0];
     s->params = mk_pr_params_default();
-    s->async_pct = async_pct_of();
+    s->async_pct = async_pct_of(&s->async_from);
     /* a measuring aid: sweeps,push_passes,margin[,later_passes[,relabel_cap]] */
     const char *pe = getenv("MASKD_PR_PARAMS");
     if (pe) {
@@ -708,6 +718,7 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
     a.qslot = (unsigned long long *)(s->buf + l.qslot);
     a.qcap = l.qcap;
     a.async_pct = s->async_pct;
+    a.async_from = s->async_from;
     if (a.prof && (rc = MK_CUDA_CHECK(cudaMemsetAsync(a.prof, 0, PF_TOTAL * sizeof *a.prof, MK_STREAM(s->ctx)))))
         return rc;
     void *args[] = {&a};

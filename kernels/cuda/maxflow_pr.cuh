@@ -985,7 +985,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                         unsigned *f = a.pflag[0] + t;
                         active++;
                         if (!__ldcg(f) && atomicExch(f, 1u) == 0u) {
-                            if (A) {
+                            if (A && round >= a.async_from) {
                                 async_enqueue(a, &t, 1);
                                 atomicAdd(&a.ctl->qn0, 1u);
                             } else {
@@ -1034,10 +1034,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
 
         const int hc = dmax + a.margin;
         const int np = round == 0 ? a.push_passes : a.later_passes;
-        if (A) {
+        if (A && round >= a.async_from) {
             /* The asynchronous push phase: visits of the queued tiles until none is left or the budget is spent. */
             const long long want = (long long)np * __ldcg(&a.ctl->qn0) * a.async_pct / 100;
             const unsigned budget = (unsigned)max(1LL, min(want, (long long)kMaxPasses * 64));
+            const long long ph0 = (P && a.prof) ? clock64() : 0;
             for (;;) {
                 if (tid == 0)
                     sb.claimed = async_claim(a);
@@ -1058,6 +1059,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
             pf_mark<P>(a, sb, PF_SKIP, t0);
             grid.sync();
             pf_mark<P>(a, sb, PF_SYNC, t0);
+            if (P && a.prof && leader && round < PF_MAX_ROUNDS)
+                a.prof[PF_PHASE + round] = (unsigned long long)__ldcg(&a.ctl->visits) |
+                                           (unsigned long long)(clock64() - ph0) << 32;
             if (__ldcg(&a.ctl->qerr))
                 status = 3;
             else if (++passes >= kMaxPasses)
