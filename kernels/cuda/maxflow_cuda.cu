@@ -59,14 +59,11 @@ struct pr_ctl {
     unsigned claim[3]; /* visits claimed past a block's first in pass g: claim[g % 3] */
     int active;       /* pixels with excess and a finite distance after the last global relabel */
     int dmax;         /* largest finite distance of the last global relabel */
-    int status;       /* 0 converged, 1 out of rounds, 2 out of passes, 3 a queue guard tripped (async_*) */
+    int status;       /* 0 converged, 1 out of rounds, 2 out of passes */
     int relabels;     /* global relabels */
     int push_passes;
     int bfs_passes;
     long long flow;
-    /* the asynchronous push phase (async_*): tickets taken and handed out, tiles queued or in a visit, visits, the
-     * phase's stop, a guard that tripped, the tiles queued when the phase began */
-    unsigned qhead, qtail, pending, visits, stop, qerr, qn0;
 };
 
 /* MASKD_MAXFLOW_PROFILE=1: where a solve's time goes, in SM clock cycles (clock64), counted by thread 0 of every
@@ -80,8 +77,7 @@ enum {
     PF_PASS_KIND = PF_PASS_MAX + PF_MAX_PASSES, /* per pass: 1 BFS, 2 push, | the tiles visited << 2 */
     PF_MAX_ROUNDS = 256,
     PF_ROUND = PF_PASS_KIND + PF_MAX_PASSES,    /* per global relabel: active pixels | largest distance << 32 | 1 << 63 */
-    PF_PHASE = PF_ROUND + PF_MAX_ROUNDS,        /* per round with an asynchronous push phase: visits | cycles << 32 */
-    PF_TOTAL = PF_PHASE + PF_MAX_ROUNDS
+    PF_TOTAL = PF_ROUND + PF_MAX_ROUNDS
 };
 
 struct pr_args {
@@ -104,10 +100,6 @@ struct pr_args {
     int sweeps, push_passes, later_passes, margin, max_rounds; /* push passes: the first round, the later ones */
     int relabel_cap; /* distance at which the global relabels after a solve's first stop, or 0 */
     unsigned long long *prof; /* PF_TOTAL counters, or NULL */
-    unsigned long long *qslot; /* the asynchronous push phase's queue: qcap slots, 0 or (ticket + 1) << 32 | tile */
-    unsigned qcap;
-    int async_pct; /* its visit budget: push passes x the tiles queued at its start x async_pct / 100 */
-    int async_from; /* the first round with an asynchronous push phase (the rounds before: push passes) */
 };
 
 } // namespace
@@ -130,8 +122,7 @@ namespace pr32 {
 /* Where each array lives in the solver's buffer (byte offsets, 256-aligned). */
 struct layout {
     size_t pitch; /* elements */
-    size_t cap[4], term, flow[4], lab, dist, rmask, pflag[2], bflag[2], list[2], tile_flow, qslot, ctl, flow_own;
-    unsigned qcap;
+    size_t cap[4], term, flow[4], lab, dist, rmask, pflag[2], bflag[2], list[2], tile_flow, ctl, flow_own;
     size_t total;
     int tile; /* the tiles' side: 16 or 32 */
     int ntx[2], nty[2];
@@ -192,10 +183,6 @@ void layout_of(int w, int h, int tile, layout &l)
     l.list[0] = take(off, tiles1 * sizeof(unsigned));
     l.list[1] = take(off, tiles1 * sizeof(unsigned));
     l.tile_flow = take(off, tiles0 * sizeof(long long));
-    /* A tile is queued at most once and a block holds at most one ticket, so at most tiles0 + blocks (<= tiles1)
-     * tickets are unserved at a time; the rest is room for the tiles woken after a phase's stop (async_claim). */
-    l.qcap = (unsigned)(tiles0 + 10 * (tiles1 < 4096 ? tiles1 : 4096) + 64);
-    l.qslot = take(off, l.qcap * sizeof(unsigned long long));
     l.ctl = take(off, sizeof(pr_ctl));
     l.flow_own = take(off, sizeof(long long));
     l.total = off;
@@ -206,33 +193,12 @@ bool dims_ok(int w, int h)
     return w >= 1 && h >= 1 && w <= MK_IMAGE_MAX_DIM && h <= MK_IMAGE_MAX_DIM;
 }
 
-/* The cooperative kernel for the layout's tiles, with the profile's counters or not, with asynchronous push phases
- * or push passes. */
-const void *kernel_of(const layout &l, bool prof, bool async)
+/* The cooperative kernel for the layout's tiles, and its threads per block. */
+const void *kernel_of(const layout &l, bool prof)
 {
-    if (l.tile == 16) {
-        if (async)
-            return prof ? (const void *)pr16::pr_kernel<true, true> : (const void *)pr16::pr_kernel<false, true>;
-        return prof ? (const void *)pr16::pr_kernel<true, false> : (const void *)pr16::pr_kernel<false, false>;
-    }
-    if (async)
-        return prof ? (const void *)pr32::pr_kernel<true, true> : (const void *)pr32::pr_kernel<false, true>;
-    return prof ? (const void *)pr32::pr_kernel<true, false> : (const void *)pr32::pr_kernel<false, false>;
-}
-
-/* The asynchronous push phase's visit budget in percent of push passes x queued tiles, 0 for push passes:
- * MASKD_PR_ASYNC (a measuring aid), else kAsyncPct. */
-const int kAsyncPct = 0;
-
-int async_pct_of(int *from)
-{
-    const char *e = getenv("MASKD_PR_ASYNC"); /* pct[,first round] */
-    int v = kAsyncPct, f = 0;
-    *from = 0;
-    if (!e || !*e || sscanf(e, "%d,%d", &v, &f) < 1)
-        return kAsyncPct;
-    *from = f < 0 ? 0 : f;
-    return v < 0 ? 0 : v > 100000 ? 100000 : v;
+    if (l.tile == 16)
+        return prof ? (const void *)pr16::pr_kernel<true> : (const void *)pr16::pr_kernel<false>;
+    return prof ? (const void *)pr32::pr_kernel<true> : (const void *)pr32::pr_kernel<false>;
 }
 
 int threads_of(const layout &l)
@@ -252,8 +218,6 @@ struct mk_pr_solver {
     char *buf;
     int owned;
     int blocks;
-    int async_pct;     /* async_pct_of() */
-    int async_from;
     mk_pr_params_t params;
     /* the last solve, for mk_pr_check */
     int solved;
@@ -347,11 +311,6 @@ void prof_report(const mk_pr_solver_t *s, const unsigned long long *dev)
     fprintf(stderr, "\nmaxflow relabels (active pixels/largest distance):");
     for (int g = 0; g < PF_MAX_ROUNDS && v[PF_ROUND + g]; g++)
         fprintf(stderr, " %llu/%llu", v[PF_ROUND + g] & 0xffffffffu, (v[PF_ROUND + g] >> 32) & 0x7fffffffu);
-    fprintf(stderr, "\nmaxflow asynchronous push phases by round (visits/us):");
-    for (int g = 0; g < PF_MAX_ROUNDS; g++)
-        if (v[PF_PHASE + g])
-            fprintf(stderr, " %d:%llu/%.1f", g, v[PF_PHASE + g] & 0xffffffffu,
-                    (double)(v[PF_PHASE + g] >> 32) * us_per_cycle);
     fprintf(stderr, "\n");
 }
 
@@ -522,7 +481,7 @@ extern "C" size_t mk_pr_device_bytes(int width, int height)
 extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_buf, size_t buf_bytes,
                             mk_pr_solver_t **out)
 {
-    int rc, coop = 0, per_sm = 0, per_sm_k = 0;
+    int rc, coop = 0, per_sm = 0, per_sm_prof = 0;
     if (!out)
         return mk_err_set(MK_EINVAL, "max-flow solver: NULL output");
     *out = NULL;
@@ -537,15 +496,15 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
     for (int c = 0; c < 2; c++) {
         layout &l = tl[c];
         layout_of(width, height, tile_for(width, height, c == 1), l);
-        per_sm = 1 << 30; /* one grid size for every instantiation */
-        for (int v = 0; v < 4; v++) {
-            const void *k = kernel_of(l, v & 1, v >> 1);
-            if ((rc = MK_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                         (int)cudaSharedmemCarveoutMaxShared))) ||
-                (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_k, k, threads_of(l), 0))))
-                return rc;
-            per_sm = per_sm_k < per_sm ? per_sm_k : per_sm;
-        }
+        const void *k = kernel_of(l, false), *kp = kernel_of(l, true);
+        if ((rc = MK_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                     (int)cudaSharedmemCarveoutMaxShared))) ||
+            (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(kp, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                     (int)cudaSharedmemCarveoutMaxShared))) ||
+            (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads_of(l), 0))) ||
+            (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_prof, kp, threads_of(l), 0))))
+            return rc;
+        per_sm = per_sm_prof < per_sm ? per_sm_prof : per_sm; /* one grid size for both */
         if (!coop || per_sm < 1)
             return mk_err_set(MK_EUNSUPPORTED, "max-flow solver: device %s cannot run the cooperative kernel (%s)",
                               ctx->device_name, coop ? "no block fits on an SM" : "no cooperative launch");
@@ -565,7 +524,6 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
     s->l = tl[0];
     s->blocks = blocks[0];
     s->params = mk_pr_params_default();
-    s->async_pct = async_pct_of(&s->async_from);
     /* a measuring aid: sweeps,push_passes,margin[,later_passes[,relabel_cap]] */
     const char *pe = getenv("MASKD_PR_PARAMS");
     if (pe) {
@@ -715,10 +673,6 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
                     : s->params.relabel_cap < 0 ? 0
                                                 : relabel_cap_of(l);
     a.prof = stats ? prof_buffer() : NULL;
-    a.qslot = (unsigned long long *)(s->buf + l.qslot);
-    a.qcap = l.qcap;
-    a.async_pct = s->async_pct;
-    a.async_from = s->async_from;
     if (a.prof && (rc = MK_CUDA_CHECK(cudaMemsetAsync(a.prof, 0, PF_TOTAL * sizeof *a.prof, MK_STREAM(s->ctx)))))
         return rc;
     void *args[] = {&a};
@@ -727,7 +681,7 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
     if (stats && ((rc = MK_CUDA_CHECK(cudaEventCreate(&ev[0]))) || (rc = MK_CUDA_CHECK(cudaEventCreate(&ev[1]))) ||
                   (rc = MK_CUDA_CHECK(cudaEventRecord(ev[0], st)))))
         goto done;
-    if ((rc = MK_CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_of(l, a.prof != NULL, a.async_pct > 0),
+    if ((rc = MK_CUDA_CHECK(cudaLaunchCooperativeKernel(kernel_of(l, a.prof != NULL),
                                                         dim3((unsigned)s->blocks),
                                                         dim3(threads_of(l)), args, 0, st))))
         goto done;
@@ -773,7 +727,7 @@ extern "C" int mk_pr_check(mk_pr_solver_t *s)
     if (c.status)
         return mk_err_set(MK_ESTATE, "max-flow %dx%d did not converge: gave up after %d global relabels, %d BFS and "
                           "%d push passes (%s)", s->w, s->h, c.relabels, c.bfs_passes, c.push_passes,
-                          c.status == 1 ? "round limit" : c.status == 2 ? "pass limit" : "queue guard");
+                          c.status == 1 ? "round limit" : "pass limit");
     const char *check = getenv("MASKD_MAXFLOW_CHECK");
     if (check && !strcmp(check, "1")) {
         if ((rc = host_check(s)))

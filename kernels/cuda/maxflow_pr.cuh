@@ -341,113 +341,6 @@ __device__ void bfs_visit(const pr_args &a, sm_block &sb, int o, int t, bool fir
      * reduction slots only after that visit's first barrier, which thread 0 reaches after its wake). */
 }
 
-/* ---- the asynchronous push phase's queue (tiling 0 alone) ----
- *
- * Between two global relabels the blocks take tiles from one queue and visit them as soon as they are woken, with
- * no grid barrier between visits. A tile's flag (pflag[0]) holds its state: 0 idle, 1 queued, 2 in a visit, 3 in a
- * visit and woken meanwhile. A wake raises bit 0: from 0 the waker queues the tile; in a visit the visitor queues it
- * again when the visit ends (3), so a tile is never visited by two blocks at once and never queued twice. The
- * queue is a ring of qcap slots; a ticket k (qtail) names slot k % qcap, filled with (k + 1) << 32 | tile, and the
- * block holding ticket k (qhead) empties it. pending counts the tiles queued or in a visit: a visit adds the tiles it
- * woke before it removes itself, so pending reaches 0 only when no tile is queued or visited and none can be woken
- * again: the phase is over. It also ends when its visits reach the budget (stop); tiles left queued then are found
- * again by the next global relabel. Every spin has a guard (status 3 instead of a hang). Thread 0 of a block does
- * all of it; a visit's stores are published by the block barrier and thread 0's fence before the wake, and a
- * claimed tile's state is read after a fence and the block barrier (as cooperative groups' grid barrier does). */
-const unsigned kSpinMax = 1u << 24;
-
-__device__ __forceinline__ unsigned vload_u(const unsigned *p)
-{
-    return *(const volatile unsigned *)p;
-}
-
-/* Queues n tiles (thread 0; their flags were raised to 1 by the caller). */
-__device__ void async_enqueue(const pr_args &a, const unsigned *tile, int n)
-{
-    atomicAdd(&a.ctl->pending, (unsigned)n);
-    unsigned k = atomicAdd(&a.ctl->qtail, (unsigned)n);
-    for (int b = 0; b < n; b++, k++) {
-        unsigned long long *slot = a.qslot + k % a.qcap;
-        for (unsigned spin = 0; *(volatile unsigned long long *)slot; spin++) {
-            if (spin > kSpinMax) {
-                atomicExch(&a.ctl->qerr, 1u);
-                atomicExch(&a.ctl->stop, 1u);
-                return;
-            }
-            __nanosleep(64);
-        }
-        atomicExch(slot, (unsigned long long)(k + 1) << 32 | tile[b]);
-    }
-}
-
-/* Thread 0 after a visit of tile (cx, cy) (its stores published by a block barrier): wakes the tiles of tiling 0
- * named by the bits (mk_pr_near_bit; bit 4, the tile itself, is in a visit and is queued again by async_finish). */
-__device__ void async_wake(const pr_args &a, unsigned bits, int cx, int cy)
-{
-    if (!bits)
-        return;
-    __threadfence();
-    unsigned tile[9], old[9];
-    int n = 0;
-#pragma unroll
-    for (int b = 0; b < 9; b++) {
-        const int c = cx + b % 3 - 1, r = cy + b / 3 - 1;
-        const bool want = ((bits >> b) & 1) && c >= 0 && r >= 0 && c < a.ntx[0] && r < a.nty[0];
-        tile[b] = (unsigned)(r * a.ntx[0] + c);
-        old[b] = want ? atomicOr(a.pflag[0] + tile[b], 1u) : 1u;
-    }
-#pragma unroll
-    for (int b = 0; b < 9; b++)
-        if (old[b] == 0u)
-            tile[n++] = tile[b];
-    if (!n)
-        return;
-    __threadfence(); /* the flags seen before the tickets: a claimed tile's visitor sees what its waker saw */
-    async_enqueue(a, tile, n);
-}
-
-/* Thread 0: the next tile to visit (its flag set to "in a visit"), or -1 when the phase is over. */
-__device__ int async_claim(const pr_args &a)
-{
-    if (vload_u(&a.ctl->stop))
-        return -1;
-    const unsigned h = atomicAdd(&a.ctl->qhead, 1u);
-    unsigned long long *slot = a.qslot + h % a.qcap;
-    int t = -1;
-    for (unsigned spin = 0;; spin++) {
-        const unsigned long long v = *(volatile unsigned long long *)slot;
-        if ((unsigned)(v >> 32) == h + 1) {
-            t = (int)(unsigned)v;
-            atomicExch(slot, 0ull);
-            break;
-        }
-        if (!vload_u(&a.ctl->pending) || vload_u(&a.ctl->stop))
-            return -1;
-        if (spin > kSpinMax) {
-            atomicExch(&a.ctl->qerr, 1u);
-            atomicExch(&a.ctl->stop, 1u);
-            return -1;
-        }
-        __nanosleep(64);
-    }
-    atomicExch(a.pflag[0] + t, 2u);
-    __threadfence();
-    return t;
-}
-
-/* Thread 0 after a visit of tile t and its wakes: queues t again if it was woken during the visit, counts the visit
- * (the budget's stop) and takes t off pending. */
-__device__ void async_finish(const pr_args &a, unsigned t, unsigned budget)
-{
-    if (atomicCAS(a.pflag[0] + t, 2u, 0u) != 2u) {
-        atomicExch(a.pflag[0] + t, 1u);
-        async_enqueue(a, &t, 1);
-    }
-    if (atomicAdd(&a.ctl->visits, 1u) + 1 >= budget)
-        atomicExch(&a.ctl->stop, 1u);
-    atomicSub(&a.ctl->pending, 1u);
-}
-
 /* ---- push passes: one tile visit ---- */
 
 /* The BFS of push_local_bfs, run by warp 0 (lane i: row i) once the masks and seeds are in s; the levels it went
@@ -604,7 +497,6 @@ __device__ int push_local_bfs(const pr_args &a, sm_block &sb, int x0, int y0, in
  * (only the higher end of an edge pushes along it in a step, so each residual pair has one writer). Pushes across
  * the tile's border go to the global flow by atomics and wake the neighbour's tile (bits); cand is raised to the
  * labels of the pixels inside the tile that received excess. Returns 1 if it pushed. */
-template <bool A>
 __device__ int push_pixel(const pr_args &a, sm_push &s, int i, int j, int x, int y, int hc, int cx, int cy, int o,
                           unsigned &bits, int &cand)
 {
@@ -645,7 +537,7 @@ __device__ int push_pixel(const pr_args &a, sm_push &s, int i, int j, int x, int
                 atomicAdd(a.flow[d] + at(a, x, y), delta);
             else
                 atomicAdd(a.flow[d - 4] + at(a, vx, vy), -delta);
-            bits |= A ? mk_pr_near_bit(vx, vy, cx, cy, kTile) : mk_pr_next_bit(vx, vy, cx, cy, o, kTile);
+            bits |= mk_pr_next_bit(vx, vy, cx, cy, o, kTile);
         }
     }
     if (pushed)
@@ -680,9 +572,7 @@ __device__ int relabel_pixel(sm_push &s, int idx, int hidx, int hc)
     return hu < hc;
 }
 
-/* A visit of tile t of tiling o in a push pass (A false: the tiles it wakes go to the next pass's list), or of
- * tile t of tiling 0 in an asynchronous push phase (A: to the queue; o is 0, cnt and list unused). */
-template <bool P, bool A>
+template <bool P>
 __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc, unsigned *cnt, unsigned *list,
                            unsigned &mk)
 {
@@ -741,7 +631,7 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
         for (int k = 0; k < kPix; k++) {
             int j = tid / kTile + kRows * k, x = x0 + i, y = y0 + j;
             if (inside(a, x, y))
-                pushed |= push_pixel<A>(a, s, i, j, x, y, hc, cx, cy, o, pbits, cand);
+                pushed |= push_pixel(a, s, i, j, x, y, hc, cx, cy, o, pbits, cand);
         }
         pushed = __syncthreads_or(pushed);
         int act = 0;
@@ -781,14 +671,12 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
                 __stcg(a.flow[d] + p, (kTile == 16 ? s.cap[d][idx] : __ldg(a.cap[d] + p)) - s.r[d][idx]);
         }
         if (s.w[idx] > 0 && h < hc)
-            bits |= A ? mk_pr_near_bit(x, y, cx, cy, kTile) : mk_pr_next_bit(x, y, cx, cy, o, kTile);
+            bits |= mk_pr_next_bit(x, y, cx, cy, o, kTile);
     }
     if (bits)
         atomicOr(&sb.next, bits);
     __syncthreads();
-    if (A && tid == 0)
-        async_wake(a, sb.next, cx, cy);
-    else if (!A && tid == 0 && sb.next)
+    if (tid == 0 && sb.next)
         wake<kTile>(a.ntx, a.nty, a.pflag[!o], sb.next, cx, cy, o, cnt, list);
     /* no barrier (as at the end of bfs_visit) */
     pf_mark<P>(a, sb, PF_PUSH_STORE, t0);
@@ -856,8 +744,7 @@ __device__ __forceinline__ bool pass_end(const pr_args &a, cg::grid_group &grid,
 
 /* ---- the solve ---- */
 
-/* A: asynchronous push phases (async_*) instead of push passes. */
-template <bool P, bool A>
+template <bool P>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
 {
     __shared__ sm_block sb;
@@ -903,7 +790,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         c->active = c->dmax = c->status = 0;
         c->relabels = c->push_passes = c->bfs_passes = 0;
         c->flow = 0;
-        c->qerr = 0;
     }
     grid.sync();
 
@@ -941,16 +827,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                         __stcg(a.pflag[0] + t, 0u);
                     __stcg(a.pflag[1] + t, 0u);
                 }
-                if (A) /* the queue of the next push phase: empty */
-                    for (long long k = gtid; k < (long long)a.qcap; k += gsize)
-                        __stcg(a.qslot + k, 0ull);
-                if (leader) {
+                if (leader)
                     a.ctl->active = a.ctl->dmax = 0;
-                    if (A) {
-                        pr_ctl *c = a.ctl;
-                        c->qhead = c->qtail = c->pending = c->visits = c->stop = c->qn0 = 0;
-                    }
-                }
             }
             if (!pass_end<P>(a, grid, sb, leader, &a.ctl->bfs_passes, cnt, gp, passes, status, t0, pn, pt))
                 break;
@@ -984,14 +862,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                         const unsigned t = (unsigned)((y / kTile) * a.ntx[0] + x / kTile);
                         unsigned *f = a.pflag[0] + t;
                         active++;
-                        if (!__ldcg(f) && atomicExch(f, 1u) == 0u) {
-                            if (A && round >= a.async_from) {
-                                async_enqueue(a, &t, 1);
-                                atomicAdd(&a.ctl->qn0, 1u);
-                            } else {
-                                __stcg(a.list[gp & 1] + atomicAdd(&a.ctl->cnt[gp % 3], 1u), t);
-                            }
-                        }
+                        if (!__ldcg(f) && atomicExch(f, 1u) == 0u)
+                            __stcg(a.list[gp & 1] + atomicAdd(&a.ctl->cnt[gp % 3], 1u), t);
                     }
                 }
             }
@@ -1032,69 +904,35 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
             break;
         }
 
+        /* Push passes. */
         const int hc = dmax + a.margin;
         const int np = round == 0 ? a.push_passes : a.later_passes;
-        if (A && round >= a.async_from) {
-            /* The asynchronous push phase: visits of the queued tiles until none is left or the budget is spent. */
-            const long long want = (long long)np * __ldcg(&a.ctl->qn0) * a.async_pct / 100;
-            const unsigned budget = (unsigned)max(1LL, min(want, (long long)kMaxPasses * 64));
-            const long long ph0 = (P && a.prof) ? clock64() : 0;
-            for (;;) {
+        for (int pp = 0; pp < np; pp++) {
+            const int o = pp & 1;
+            unsigned *cnt = &a.ctl->cnt[(gp + 1) % 3], *next = a.list[(gp + 1) & 1];
+            const unsigned *mine = a.list[gp & 1];
+            if (pp == 0) { /* the labels pass's count and list (later passes: pass_end) */
+                pn = __ldcg(&a.ctl->cnt[gp % 3]);
+                if (kSpecFirst)
+                    pt = __ldcg(mine + blockIdx.x);
+            }
+            const int n = (int)pn;
+            long long slow = 0;
+            for (int i = blockIdx.x; i < n; i = next_visit(a, sb, gp, n)) {
+                const int t = kSpecFirst && i == (int)blockIdx.x ? (int)pt : (int)__ldcg(mine + i);
                 if (tid == 0)
-                    sb.claimed = async_claim(a);
-                __syncthreads();
-                const int t = sb.claimed;
-                if (t < 0)
-                    break;
+                    __stcg(a.pflag[o] + t, 0u);
                 pf_mark<P>(a, sb, PF_SKIP, t0);
-                push_visit<P, true>(a, sb, 0, t, hc, NULL, NULL, mk);
+                long long v0 = t0;
+                push_visit<P>(a, sb, o, t, hc, cnt, next, mk);
                 if (P && a.prof && tid == 0)
                     t0 = clock64();
                 pf_count<P>(a, sb, PF_PUSH_VISITS, 1);
-                if (tid == 0)
-                    async_finish(a, (unsigned)t, budget);
+                slow = max(slow, t0 - v0);
             }
-            if (leader)
-                atomicAdd(&a.ctl->push_passes, 1);
-            pf_mark<P>(a, sb, PF_SKIP, t0);
-            grid.sync();
-            pf_mark<P>(a, sb, PF_SYNC, t0);
-            if (P && a.prof && leader && round < PF_MAX_ROUNDS)
-                a.prof[PF_PHASE + round] = (unsigned long long)__ldcg(&a.ctl->visits) |
-                                           (unsigned long long)(clock64() - ph0) << 32;
-            if (__ldcg(&a.ctl->qerr))
-                status = 3;
-            else if (++passes >= kMaxPasses)
-                status = 2;
-        } else {
-            /* Push passes. */
-            for (int pp = 0; pp < np; pp++) {
-                const int o = pp & 1;
-                unsigned *cnt = &a.ctl->cnt[(gp + 1) % 3], *next = a.list[(gp + 1) & 1];
-                const unsigned *mine = a.list[gp & 1];
-                if (pp == 0) { /* the labels pass's count and list (later passes: pass_end) */
-                    pn = __ldcg(&a.ctl->cnt[gp % 3]);
-                    if (kSpecFirst)
-                        pt = __ldcg(mine + blockIdx.x);
-                }
-                const int n = (int)pn;
-                long long slow = 0;
-                for (int i = blockIdx.x; i < n; i = next_visit(a, sb, gp, n)) {
-                    const int t = kSpecFirst && i == (int)blockIdx.x ? (int)pt : (int)__ldcg(mine + i);
-                    if (tid == 0)
-                        __stcg(a.pflag[o] + t, 0u);
-                    pf_mark<P>(a, sb, PF_SKIP, t0);
-                    long long v0 = t0;
-                    push_visit<P, false>(a, sb, o, t, hc, cnt, next, mk);
-                    if (P && a.prof && tid == 0)
-                        t0 = clock64();
-                    pf_count<P>(a, sb, PF_PUSH_VISITS, 1);
-                    slow = max(slow, t0 - v0);
-                }
-                pf_pass<P>(a, gp, 2, n, slow);
-                if (!pass_end<P>(a, grid, sb, leader, &a.ctl->push_passes, cnt, gp, passes, status, t0, pn, pt))
-                    break;
-            }
+            pf_pass<P>(a, gp, 2, n, slow);
+            if (!pass_end<P>(a, grid, sb, leader, &a.ctl->push_passes, cnt, gp, passes, status, t0, pn, pt))
+                break;
         }
         if (status)
             break;

@@ -59,13 +59,4 @@ MK_PR_FN unsigned mk_pr_next_bit(int x, int y, int cx, int cy, int o, int T)
     return 1u << (dc + 2 * dr);
 }
 
-/* The asynchronous push phase (maxflow_cuda.cu) works on tiling 0 alone: the bit (0..8) of tiling 0's tile holding
- * pixel (x, y) of the extended region of its tile (cx, cy), as (dc + 1) + 3 (dr + 1) for the tile dc columns and dr
- * rows away (-1..1); bit 4 is the tile itself. */
-MK_PR_FN unsigned mk_pr_near_bit(int x, int y, int cx, int cy, int T)
-{
-    int dc = mk_pr_tile_of(x, 0, T) - cx, dr = mk_pr_tile_of(y, 0, T) - cy;
-    return 1u << (dc + 1 + 3 * (dr + 1));
-}
-
 #endif
