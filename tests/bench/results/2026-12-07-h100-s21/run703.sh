@@ -19,6 +19,7 @@ timeout 240 ncu --section SpeedOfLight --section WarpStateStats --section Instru
 tail -5 $O/ncu_run.txt >> $S
 timeout 60 ncu -i $O/pr16.ncu-rep --page details > $O/pr16_details.txt 2>&1
 timeout 120 ncu -i $O/pr16.ncu-rep --page source --csv --print-source sass > $O/pr16_sass.csv 2>&1; echo "sass rc=$? lines $(wc -l < $O/pr16_sass.csv)" | tee -a $S
-gzip -9 $O/pr16_sass.csv; rm -f $O/pr16.ncu-rep.tmp
+timeout 120 ncu -i $O/pr16.ncu-rep --page source --csv --print-source cuda,sass > $O/pr16_cuda_sass.csv 2>&1; echo "cuda,sass rc=$? lines $(wc -l < $O/pr16_cuda_sass.csv)" | tee -a $S
+gzip -9 $O/pr16_sass.csv $O/pr16_cuda_sass.csv; rm -f $O/pr16.ncu-rep.tmp
 ls -la $O >> $S
 echo "end at ${SECONDS}s" | tee -a $S
