@@ -12,8 +12,8 @@
  * visits entry b, and when the list is longer than the grid, a block whose visit ended claims the next entry not
  * yet taken (next_visit), so the few active tiles of a pass never queue behind each other on one block and the
  * blocks that finish first take the rest.
- * Passes are separated by grid.sync(), and every choice after a sync (another pass, another round, stop) is made
- * from values written before it, so all blocks take it alike. Mutable global state is read with __ldcg and written
+ * Passes are separated by a grid barrier (grid_barrier), and every choice after one (another pass, another round,
+ * stop) is made from values written before it, so all blocks take it alike. Mutable global state is read with __ldcg and written
  * with __stcg or atomics (L2), never through the incoherent L1.
  *
  * MASKD_MAXFLOW_PROFILE=1 selects an instantiation of the kernel that counts clock cycles per phase (tile load,
@@ -25,14 +25,10 @@
 #include "log.h"
 #include "maxflow_tiles.h"
 
-#include <cooperative_groups.h>
-
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-namespace cg = cooperative_groups;
 
 namespace {
 
@@ -100,6 +96,7 @@ struct pr_args {
     int sweeps, push_passes, later_passes, margin, max_rounds; /* push passes: the first round, the later ones */
     int relabel_cap; /* distance at which the global relabels after a solve's first stop, or 0 */
     unsigned long long *prof; /* PF_TOTAL counters, or NULL */
+    unsigned *bar;            /* grid_barrier's word */
 };
 
 } // namespace
@@ -122,7 +119,7 @@ namespace pr32 {
 /* Where each array lives in the solver's buffer (byte offsets, 256-aligned). */
 struct layout {
     size_t pitch; /* elements */
-    size_t cap[4], term, flow[4], lab, dist, rmask, pflag[2], bflag[2], list[2], tile_flow, ctl, flow_own;
+    size_t bar, cap[4], term, flow[4], lab, dist, rmask, pflag[2], bflag[2], list[2], tile_flow, ctl, flow_own;
     size_t total;
     int tile; /* the tiles' side: 16 or 32 */
     int ntx[2], nty[2];
@@ -157,7 +154,8 @@ int tile_for(int w, int h, bool cold)
     return (w > h ? w : h) <= (cold ? kColdTile16Max : kWarmTile16Max) ? 16 : 32;
 }
 
-/* Planes first (their offsets do not depend on the tiles), then the per-tile arrays and the control block. */
+/* The grid barrier's word and the planes first (their offsets do not depend on the tiles), then the per-tile arrays
+ * and the control block. */
 void layout_of(int w, int h, int tile, layout &l)
 {
     l.pitch = ((size_t)w + 63) / 64 * 64;
@@ -168,6 +166,7 @@ void layout_of(int w, int h, int tile, layout &l)
         l.nty[o] = mk_pr_ntiles(h, o, tile);
     }
     size_t tiles0 = (size_t)l.ntx[0] * l.nty[0], tiles1 = (size_t)l.ntx[1] * l.nty[1];
+    l.bar = take(off, sizeof(unsigned)); /* first: the same place in every layout, which no other array covers */
     for (int d = 0; d < 4; d++)
         l.cap[d] = take(off, plane);
     l.term = take(off, plane);
@@ -545,6 +544,9 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
                 goto fail;
             }
             s->buf = (char *)device_buf;
+            /* the grid barrier's word starts at 0 (an owned buffer is cleared whole below) */
+            if ((rc = MK_CUDA_CHECK(cudaMemsetAsync(s->buf + tl[0].bar, 0, sizeof(unsigned), MK_STREAM(ctx)))))
+                goto fail;
         } else {
             if ((rc = mk_cuda_alloc(ctx, need, MK_MEM_DEVICE, (void **)&s->buf)))
                 goto fail;
@@ -673,6 +675,7 @@ extern "C" int mk_pr_solve(mk_pr_solver_t *s, uint8_t *cut, size_t cut_pitch, in
                     : s->params.relabel_cap < 0 ? 0
                                                 : relabel_cap_of(l);
     a.prof = stats ? prof_buffer() : NULL;
+    a.bar = (unsigned *)(s->buf + l.bar);
     if (a.prof && (rc = MK_CUDA_CHECK(cudaMemsetAsync(a.prof, 0, PF_TOTAL * sizeof *a.prof, MK_STREAM(s->ctx)))))
         return rc;
     void *args[] = {&a};

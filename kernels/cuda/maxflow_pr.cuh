@@ -682,6 +682,29 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
     pf_mark<P>(a, sb, PF_PUSH_STORE, t0);
 }
 
+/* The grid barrier between passes (all threads of every block). Cooperative groups' grid.sync() does the same
+ * arrival (thread 0: a fence, one atomic add on a word whose top bit flips once every block has arrived: block 0
+ * adds 2^31 - (blocks - 1), the others 1) but waits with acquire loads, each an L2 round trip followed by an
+ * invalidation of the SM's whole L1 (CCTL.IVALL), about a million of them per 640x480 solve while the other block
+ * on the SM may still be in a visit (NOTES.md, session 21). Here the wait polls with relaxed loads and one fence
+ * follows the flip. The word's low 31 bits are 0 between kernels (mk_pr_create clears it; each barrier adds 2^31
+ * in all). */
+__device__ __forceinline__ void grid_barrier(const pr_args &a)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned nb = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        __threadfence();
+        const unsigned old = atomicAdd(a.bar, nb);
+        unsigned cur;
+        do {
+            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(a.bar) : "memory");
+        } while (((old ^ cur) & 0x80000000u) == 0);
+        __threadfence();
+    }
+    __syncthreads();
+}
+
 /* The list entry of a block's next visit in pass gp of n tiles (push and BFS passes alike): the first is the
  * block's own (blockIdx.x); after it, when the pass has more tiles than blocks, the block claims the next unvisited
  * entry (gridDim.x + a ticket of the pass's counter, claim[gp % 3], which pass_end clears two passes ahead as it
@@ -716,7 +739,7 @@ __device__ __forceinline__ void pf_pass(const pr_args &a, unsigned gp, int kind,
  * a row. (The 32 x 32 kernel, at 64 registers, spills more with pt held and was no faster: NOTES.md, session 14.) */
 const bool kSpecFirst = kTile == 16;
 template <bool P>
-__device__ __forceinline__ bool pass_end(const pr_args &a, cg::grid_group &grid, sm_block &sb, bool leader, int *kind,
+__device__ __forceinline__ bool pass_end(const pr_args &a, sm_block &sb, bool leader, int *kind,
                                          const unsigned *cnt, unsigned &gp, int &passes, int &status, long long &t0,
                                          unsigned &pn, unsigned &pt)
 {
@@ -726,7 +749,7 @@ __device__ __forceinline__ bool pass_end(const pr_args &a, cg::grid_group &grid,
         atomicAdd(kind, 1); /* no load: the leader does not wait for it before the barrier */
     }
     pf_mark<P>(a, sb, PF_SKIP, t0);
-    grid.sync();
+    grid_barrier(a);
     pf_mark<P>(a, sb, PF_SYNC, t0);
     const unsigned woken = __ldcg(cnt);
     if (kSpecFirst)
@@ -748,7 +771,6 @@ template <bool P>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
 {
     __shared__ sm_block sb;
-    cg::grid_group grid = cg::this_grid();
     const int tid = threadIdx.x;
     const bool leader = blockIdx.x == 0 && tid == 0;
     const int ntile0 = a.ntx[0] * a.nty[0], ntile1 = a.ntx[1] * a.nty[1]; /* ntile1 >= ntile0 */
@@ -791,7 +813,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         c->relabels = c->push_passes = c->bfs_passes = 0;
         c->flow = 0;
     }
-    grid.sync();
+    grid_barrier(a);
 
     unsigned gp = 0; /* passes so far: selects the counter slots */
     unsigned pn = 0, pt = 0; /* the pass's tile count and this block's first tile (pass_end) */
@@ -830,14 +852,14 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                 if (leader)
                     a.ctl->active = a.ctl->dmax = 0;
             }
-            if (!pass_end<P>(a, grid, sb, leader, &a.ctl->bfs_passes, cnt, gp, passes, status, t0, pn, pt))
+            if (!pass_end<P>(a, sb, leader, &a.ctl->bfs_passes, cnt, gp, passes, status, t0, pn, pt))
                 break;
         }
         /* The labels' pass below counts the first push pass's tiles in the counter every thread has just read
          * (pass_end: zero) to end the relabel: a thread still to read it would see the new count, run another BFS
          * pass alone and break the block's and the grid's barriers. So all read it first. */
         pf_mark<P>(a, sb, PF_SKIP, t0);
-        grid.sync();
+        grid_barrier(a);
         pf_mark<P>(a, sb, PF_SYNC, t0);
         if (status)
             break;
@@ -880,7 +902,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         if (leader)
             atomicAdd(&a.ctl->relabels, 1);
         pf_mark<P>(a, sb, PF_LABELS, t0);
-        grid.sync();
+        grid_barrier(a);
         pf_mark<P>(a, sb, PF_SYNC, t0);
         active = __ldcg(&a.ctl->active);
         dmax = __ldcg(&a.ctl->dmax);
@@ -931,7 +953,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
                 slow = max(slow, t0 - v0);
             }
             pf_pass<P>(a, gp, 2, n, slow);
-            if (!pass_end<P>(a, grid, sb, leader, &a.ctl->push_passes, cnt, gp, passes, status, t0, pn, pt))
+            if (!pass_end<P>(a, sb, leader, &a.ctl->push_passes, cnt, gp, passes, status, t0, pn, pt))
                 break;
         }
         if (status)
