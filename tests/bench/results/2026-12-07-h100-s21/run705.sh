@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# session 21, fourth call: grid_barrier (relaxed polling, one fence after the flip) instead of cooperative groups'
-# grid.sync() (acquire loads with an L1 invalidation per poll). maxflow_cuda and grabcut_cuda on the tree, then HEAD's
-# kernels rebuilt beside it (.device/gb2.diff reversed), benches alternating, three runs each.
+# session 21, fifth call: mk_grid_barrier (grid_barrier.cuh) in grabcut_cuda.cu's cooperative kernels too (k-means,
+# iterations). The whole CUDA suite on the tree, then HEAD~1's kernels (the max-flow's barrier only) rebuilt beside
+# it (.device/gb2.diff reversed), benches alternating, three runs each, with the stages.
 set -u
 O=/tmp/res/${TAG:-s21e}; mkdir -p $O
 left() { [ $SECONDS -lt $1 ]; }
