@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# session 21, sixth call (run705 trimmed to fit the device time left; run705 itself never started): mk_grid_barrier (grid_barrier.cuh) in grabcut_cuda.cu's cooperative kernels too (k-means,
+# session 21, sixth call (run705 trimmed to the device time left; run705 itself never got a machine):
+# mk_grid_barrier (grid_barrier.cuh) in grabcut_cuda.cu's cooperative kernels too (k-means,
 # iterations). The whole CUDA suite on the tree, then HEAD~1's kernels (the max-flow's barrier only) rebuilt beside
 # it (.device/gb2.diff reversed), benches alternating, three runs each, with the stages.
 set -u
