@@ -2,7 +2,7 @@
 # session 21, sixth call (run705 trimmed to the device time left; run705 itself never got a machine):
 # mk_grid_barrier (grid_barrier.cuh) in grabcut_cuda.cu's cooperative kernels too (k-means,
 # iterations). The whole CUDA suite on the tree, then HEAD~1's kernels (the max-flow's barrier only) rebuilt beside
-# it (.device/gb2.diff reversed), benches alternating, three runs each, with the stages.
+# it (.device/gb2.diff reversed), benches alternating, two runs each, with the stages.
 set -u
 O=/tmp/res/${TAG:-s21f}; mkdir -p $O
 left() { [ $SECONDS -lt $1 ]; }
