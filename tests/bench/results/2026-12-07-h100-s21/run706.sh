@@ -27,7 +27,7 @@ for f in sys.argv[2:]:
     print(sys.argv[1], x["op"], x["size"], "median", x["median_us"], "rounds", x.get("rounds"), "relabels", x.get("global_relabels"), "flow", x.get("flow"), "stages", st.get("kmeans"), st.get("gmm"), st.get("graph"), st.get("maxflow"))' "$@"; }
 if [ $trc = 0 ]; then
 for rep in 1 2; do for v in base tree; do
-  left 215 && timeout 40 /tmp/mt_$v bench grabcut --backend cuda --sizes 416x416,640x480,1280x720 --runs 15 --warmup 3 > $O/gc_$v.$rep.json 2>/dev/null && sm $v $O/gc_$v.$rep.json
+  left 150 && timeout 40 /tmp/mt_$v bench grabcut --backend cuda --sizes 416x416,640x480,1280x720 --runs 15 --warmup 3 > $O/gc_$v.$rep.json 2>/dev/null && sm $v $O/gc_$v.$rep.json
 done; done > $O/bench_summary.txt
 sort -k2,3 -k1,1 $O/bench_summary.txt | awk '{print $1,$2,$3,$5,$7,$9,$11,$13,$14,$15,$16}' >> $S
 fi
