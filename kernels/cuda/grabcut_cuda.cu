@@ -40,13 +40,14 @@
 #include "cuda_check.h"
 #include "grabcut_cuda.h"
 #include "grabcut_px.h"
-#include "grid_barrier.cuh"
 #include "maxflow_cuda.h"
 
+#include <cooperative_groups.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+namespace cg = cooperative_groups;
 
 namespace {
 
@@ -87,7 +88,6 @@ struct gc_state {
     int centre[2][MK_GC_MAX_K][3]; /* the k-means++ seeds, as picked */
     long long tot[kPartial];       /* the grid's sums of a cooperative kernel's pass */
     long long flow[kMaxIterations]; /* each max-flow's value (the solver writes -1 when it gives up) */
-    unsigned bar;                   /* the cooperative kernels' mk_grid_barrier word (cleared by plan_call) */
 };
 
 /* One launch's view of the call (passed as a __grid_constant__ parameter). */
@@ -346,9 +346,9 @@ template <int M> __device__ void flush_block(coop_smem &sm, long long *dst)
 /* The grid's sums of the V values every block flushed to a.part, into sm.tot of every block: after a barrier one
  * warp per value sums it over the blocks (coalesced) into st->tot, after a second barrier every block reads the V
  * totals. a.part is free again once this returns. */
-__device__ void grid_sums(coop_smem &sm, const gc_args &a, int V)
+__device__ void grid_sums(coop_smem &sm, cg::grid_group &grid, const gc_args &a, int V)
 {
-    mk_grid_barrier(&a.st->bar);
+    grid.sync();
     int lane = threadIdx.x & 31;
     for (int i = (int)blockIdx.x * kWarps + (threadIdx.x >> 5); i < V; i += gridDim.x * kWarps) {
         long long s = 0;
@@ -358,7 +358,7 @@ __device__ void grid_sums(coop_smem &sm, const gc_args &a, int V)
         if (lane == 0)
             a.st->tot[i] = s;
     }
-    mk_grid_barrier(&a.st->bar);
+    grid.sync();
     for (int i = threadIdx.x; i < V; i += kThreads)
         sm.tot[i] = __ldcg(&a.st->tot[i]);
     __syncthreads();
@@ -498,6 +498,7 @@ __device__ __forceinline__ int nearest(const double (*ctr)[3], int kn, rgb v)
 __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant__ gc_args a)
 {
     __shared__ coop_smem sm;
+    cg::grid_group grid = cg::this_grid();
     const int tid = threadIdx.x, nb = gridDim.x;
     const int begin = (int)blockIdx.x * a.chunk, end = min(begin + a.chunk, a.n);
     for (int i = tid; i < kWarps * kPartial; i += kThreads)
@@ -521,7 +522,7 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
             a.blk[(size_t)tid * nb + blockIdx.x] = sm.bs[tid];
         }
     }
-    mk_grid_barrier(&a.st->bar);
+    grid.sync();
     gather<3>(sm, a.blk, sm.cnt_pre, sm.cnt_tot);
     if (sm.cnt_tot[2] || !sm.cnt_tot[0] || !sm.cnt_tot[1]) {
         if (sm.cnt_own[2])
@@ -565,7 +566,7 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
                 sm.own[tid] = sm.bs[tid];
                 a.part[(size_t)tid * nb + blockIdx.x] = sm.bs[tid];
             }
-            mk_grid_barrier(&a.st->bar);
+            grid.sync();
             gather<2>(sm, a.part, sm.pre, sm.gtot);
             by_rank[0] = sm.gtot[0] == 0;
             by_rank[1] = sm.gtot[1] == 0;
@@ -579,7 +580,7 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
             if (pre <= target && target < pre + own)
                 find_seed(sm, a, begin, end, g, by_rank[g], pre, target, c);
         }
-        mk_grid_barrier(&a.st->bar);
+        grid.sync();
         if (tid < 6) {
             int g = tid / 3, ch = tid % 3;
             if (c < kn[g])
@@ -610,7 +611,7 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
             warp_accumulate<kCentreSums>(sm, bucket, val);
         }
         flush_block<kCentreSums>(sm, a.part);
-        grid_sums(sm, a, kBuckets * kCentreSums);
+        grid_sums(sm, grid, a, kBuckets * kCentreSums);
         if (tid < kBuckets * 3) {
             int b = tid / 3, ch = tid % 3, g = b / MK_GC_MAX_K, k = b % MK_GC_MAX_K;
             long long n = sm.tot[b * kCentreSums];
@@ -639,7 +640,7 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
         warp_accumulate<kMoments>(sm, bucket, val);
     }
     flush_block<kMoments>(sm, a.part);
-    grid_sums(sm, a, kPartial);
+    grid_sums(sm, grid, a, kPartial);
     if (learn_gmms(sm, a, 0)) {
         clear_terms(a, begin, end);
         return;
@@ -660,6 +661,7 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
 __global__ void __launch_bounds__(kThreads) iter_kernel(const __grid_constant__ gc_args a)
 {
     __shared__ coop_smem sm;
+    cg::grid_group grid = cg::this_grid();
     const int tid = threadIdx.x;
     const int begin = (int)blockIdx.x * a.chunk, end = min(begin + a.chunk, a.n);
     /* A failure earlier in the call: the mask stays as it was then (written by an earlier launch: uniform). */
@@ -697,7 +699,7 @@ __global__ void __launch_bounds__(kThreads) iter_kernel(const __grid_constant__ 
         warp_accumulate<kMoments>(sm, bucket, val);
     }
     flush_block<kMoments>(sm, a.part);
-    grid_sums(sm, a, kPartial);
+    grid_sums(sm, grid, a, kPartial);
     if (learn_gmms(sm, a, a.iter)) {
         clear_terms(a, begin, end);
         return;
@@ -980,8 +982,6 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
         (rc = mk_pr_create(ctx, w, h, dev + o_pr, pr_bytes, &pl->pr)))
         return rc;
     pl->st = (gc_state *)(dev + o_st);
-    if ((rc = MK_CUDA_CHECK(cudaMemsetAsync(&pl->st->bar, 0, sizeof(unsigned), MK_STREAM(ctx)))))
-        return rc;
     pl->host = (gc_result *)host;
     pl->part = (long long *)(dev + o_part);
     pl->blk = (long long *)(dev + o_blk);

@@ -12,7 +12,7 @@
  * visits entry b, and when the list is longer than the grid, a block whose visit ended claims the next entry not
  * yet taken (next_visit), so the few active tiles of a pass never queue behind each other on one block and the
  * blocks that finish first take the rest.
- * Passes are separated by a grid barrier (grid_barrier.cuh), and every choice after one (another pass, another round,
+ * Passes are separated by a grid barrier (grid_barrier), and every choice after one (another pass, another round,
  * stop) is made from values written before it, so all blocks take it alike. Mutable global state is read with __ldcg and written
  * with __stcg or atomics (L2), never through the incoherent L1.
  *
@@ -22,7 +22,6 @@
 #include "maxflow_cuda.h"
 
 #include "cuda_check.h"
-#include "grid_barrier.cuh"
 #include "log.h"
 #include "maxflow_tiles.h"
 
@@ -97,7 +96,7 @@ struct pr_args {
     int sweeps, push_passes, later_passes, margin, max_rounds; /* push passes: the first round, the later ones */
     int relabel_cap; /* distance at which the global relabels after a solve's first stop, or 0 */
     unsigned long long *prof; /* PF_TOTAL counters, or NULL */
-    unsigned *bar;            /* mk_grid_barrier's word */
+    unsigned *bar;            /* grid_barrier's word */
 };
 
 } // namespace

@@ -682,6 +682,29 @@ __device__ void push_visit(const pr_args &a, sm_block &sb, int o, int t, int hc,
     pf_mark<P>(a, sb, PF_PUSH_STORE, t0);
 }
 
+/* The grid barrier between passes (all threads of every block). Cooperative groups' grid.sync() does the same
+ * arrival (thread 0: a fence, one atomic add on a word whose top bit flips once every block has arrived: block 0
+ * adds 2^31 - (blocks - 1), the others 1) but waits with acquire loads, each an L2 round trip followed by an
+ * invalidation of the SM's whole L1 (CCTL.IVALL), about a million of them per 640x480 solve while the other block
+ * on the SM may still be in a visit (NOTES.md, session 21). Here the wait polls with relaxed loads and one fence
+ * follows the flip. The word's low 31 bits are 0 between kernels (mk_pr_create clears it; each barrier adds 2^31
+ * in all). */
+__device__ __forceinline__ void grid_barrier(const pr_args &a)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned nb = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        __threadfence();
+        const unsigned old = atomicAdd(a.bar, nb);
+        unsigned cur;
+        do {
+            asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(cur) : "l"(a.bar) : "memory");
+        } while (((old ^ cur) & 0x80000000u) == 0);
+        __threadfence();
+    }
+    __syncthreads();
+}
+
 /* The list entry of a block's next visit in pass gp of n tiles (push and BFS passes alike): the first is the
  * block's own (blockIdx.x); after it, when the pass has more tiles than blocks, the block claims the next unvisited
  * entry (gridDim.x + a ticket of the pass's counter, claim[gp % 3], which pass_end clears two passes ahead as it
@@ -726,7 +749,7 @@ __device__ __forceinline__ bool pass_end(const pr_args &a, sm_block &sb, bool le
         atomicAdd(kind, 1); /* no load: the leader does not wait for it before the barrier */
     }
     pf_mark<P>(a, sb, PF_SKIP, t0);
-    mk_grid_barrier(a.bar);
+    grid_barrier(a);
     pf_mark<P>(a, sb, PF_SYNC, t0);
     const unsigned woken = __ldcg(cnt);
     if (kSpecFirst)
@@ -790,7 +813,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         c->relabels = c->push_passes = c->bfs_passes = 0;
         c->flow = 0;
     }
-    mk_grid_barrier(a.bar);
+    grid_barrier(a);
 
     unsigned gp = 0; /* passes so far: selects the counter slots */
     unsigned pn = 0, pt = 0; /* the pass's tile count and this block's first tile (pass_end) */
@@ -836,7 +859,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
          * (pass_end: zero) to end the relabel: a thread still to read it would see the new count, run another BFS
          * pass alone and break the block's and the grid's barriers. So all read it first. */
         pf_mark<P>(a, sb, PF_SKIP, t0);
-        mk_grid_barrier(a.bar);
+        grid_barrier(a);
         pf_mark<P>(a, sb, PF_SYNC, t0);
         if (status)
             break;
@@ -879,7 +902,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) pr_kernel(pr_args a)
         if (leader)
             atomicAdd(&a.ctl->relabels, 1);
         pf_mark<P>(a, sb, PF_LABELS, t0);
-        mk_grid_barrier(a.bar);
+        grid_barrier(a);
         pf_mark<P>(a, sb, PF_SYNC, t0);
         active = __ldcg(&a.ctl->active);
         dmax = __ldcg(&a.ctl->dmax);
