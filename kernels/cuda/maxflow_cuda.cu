@@ -13,8 +13,8 @@
  * yet taken (next_visit), so the few active tiles of a pass never queue behind each other on one block and the
  * blocks that finish first take the rest.
  * Passes are separated by a grid barrier (grid_barrier), and every choice after one (another pass, another round,
- * stop) is made from values written before it, so all blocks take it alike. Mutable global state is read with __ldcg and written
- * with __stcg or atomics (L2), never through the incoherent L1.
+ * stop) is made from values written before it, so all blocks take it alike. Mutable global state is read with
+ * __ldcg and written with __stcg or atomics (L2), never through the incoherent L1.
  *
  * MASKD_MAXFLOW_PROFILE=1 selects an instantiation of the kernel that counts clock cycles per phase (tile load,
  * local BFS, sweeps, store, BFS visits, waiting at grid barriers) and the slowest visit of every pass, printed to
