@@ -405,6 +405,53 @@ static void test_real_crop_brute_force(void **state)
     mk_image_free(NULL, &got);
 }
 
+/* Whole real images at r = 8, eps = 1e-4, and near-grey versions of them (every channel = luma + -1, 0 or 1 by
+ * pixel: colour windows that are nearly singular, where a float solve by plain cofactors is off by ~1e-3): the plain
+ * filter stays within 1e-5 of the brute force in double. */
+static void test_solve_accuracy(void **state)
+{
+    (void)state;
+    static const char *names[] = {"person1", "65019"};
+    char path[4096];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "reference/guided/%s.guide.png", names[i]);
+        if (!tu_data_path(path, sizeof path, rel))
+            return;
+        mk_image_t guide = {0};
+        TU_OK(mk_imageio_load(path, MK_FMT_BGR, &guide));
+        int w = guide.width, h = guide.height;
+        snprintf(rel, sizeof rel, "reference/guided/%s.src.f32", names[i]);
+        if (!tu_data_path(path, sizeof path, rel))
+            return;
+        mk_image_t src = load_f32(path, w, h), got = f32_image(w, h);
+        for (int grey = 0; grey <= 1; grey++) {
+            if (grey)
+                for (int y = 0; y < h; y++) {
+                    uint8_t *g = (uint8_t *)mk_image_row(&guide, 0, y);
+                    for (int x = 0; x < w; x++, g += 3) {
+                        int l = (29 * g[0] + 150 * g[1] + 77 * g[2] + 128) >> 8;
+                        for (int c = 0; c < 3; c++)
+                            {
+                            int v = l + (x + 2 * y + c) % 3 - 1;
+                            g[c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                        }
+                    }
+                }
+            double *want = ref_guided(&guide, &src, 8, 1e-4);
+            TU_OK(mk_guided_filter(tu_cpu, &guide, &src, &got, 8, 1e-4, 0));
+            double d = max_diff(&got, want);
+            print_message("guided: %s%s r=8 eps=1e-4 vs brute force: max |diff| %.3g\n", names[i],
+                          grey ? " near-grey" : "", d);
+            assert_true(d <= 1e-5);
+            free(want);
+        }
+        mk_image_free(NULL, &guide);
+        mk_image_free(NULL, &src);
+        mk_image_free(NULL, &got);
+    }
+}
+
 /* ---- brute force on random inputs ------------------------------------------------------------------------ */
 
 static void test_random_brute_force(void **state)
@@ -756,6 +803,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_opencv_refs),       cmocka_unit_test(test_real_crop_brute_force),
+        cmocka_unit_test(test_solve_accuracy),
         cmocka_unit_test(test_random_brute_force), cmocka_unit_test(test_fast_brute_force),
         cmocka_unit_test(test_fast_scale1),       cmocka_unit_test(test_constant_guide),
         cmocka_unit_test(test_linear_source),     cmocka_unit_test(test_edge_cases),
