@@ -370,19 +370,32 @@ static void test_opencv_refs(void **state)
     print_message("guided: %d OpenCV references\n", cases);
 }
 
+/* The guide (BGR) and the f32 source of the shared data's reference NAME; 0 when the data is missing. */
+static int load_ref_pair(const char *name, mk_image_t *guide, mk_image_t *src)
+{
+    char path[4096], rel[256];
+    snprintf(rel, sizeof rel, "reference/guided/%s.guide.png", name);
+    if (!tu_data_path(path, sizeof path, rel))
+        return 0;
+    *guide = (mk_image_t){0};
+    TU_OK(mk_imageio_load(path, MK_FMT_BGR, guide));
+    snprintf(rel, sizeof rel, "reference/guided/%s.src.f32", name);
+    if (!tu_data_path(path, sizeof path, rel)) {
+        mk_image_free(NULL, guide);
+        return 0;
+    }
+    *src = load_f32(path, guide->width, guide->height);
+    return 1;
+}
+
 /* The plain filter on a crop of a real image (r = 8, eps = 1e-4, where OpenCV's guard differs) against the
  * brute-force formulas. */
 static void test_real_crop_brute_force(void **state)
 {
     (void)state;
-    char path[4096];
-    if (!tu_data_path(path, sizeof path, "reference/guided/person1.guide.png"))
+    mk_image_t full, fsrc;
+    if (!load_ref_pair("person1", &full, &fsrc))
         return;
-    mk_image_t full = {0};
-    TU_OK(mk_imageio_load(path, MK_FMT_BGR, &full));
-    if (!tu_data_path(path, sizeof path, "reference/guided/person1.src.f32"))
-        return;
-    mk_image_t fsrc = load_f32(path, full.width, full.height);
     const int cx = 240, cy = 120, w = 96, h = 72;
     mk_image_t guide = full, src = u8_image(w, h), got = f32_image(w, h);
     guide.data = (uint8_t *)mk_image_row(&full, 0, cy) + 3 * cx;
@@ -412,27 +425,19 @@ static void test_solve_accuracy(void **state)
 {
     (void)state;
     static const char *names[] = {"person1", "65019"};
-    char path[4096];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char rel[256];
-        snprintf(rel, sizeof rel, "reference/guided/%s.guide.png", names[i]);
-        if (!tu_data_path(path, sizeof path, rel))
+        mk_image_t guide, src;
+        if (!load_ref_pair(names[i], &guide, &src))
             return;
-        mk_image_t guide = {0};
-        TU_OK(mk_imageio_load(path, MK_FMT_BGR, &guide));
         int w = guide.width, h = guide.height;
-        snprintf(rel, sizeof rel, "reference/guided/%s.src.f32", names[i]);
-        if (!tu_data_path(path, sizeof path, rel))
-            return;
-        mk_image_t src = load_f32(path, w, h), got = f32_image(w, h);
+        mk_image_t got = f32_image(w, h);
         for (int grey = 0; grey <= 1; grey++) {
             if (grey)
                 for (int y = 0; y < h; y++) {
                     uint8_t *g = (uint8_t *)mk_image_row(&guide, 0, y);
                     for (int x = 0; x < w; x++, g += 3) {
                         int l = (29 * g[0] + 150 * g[1] + 77 * g[2] + 128) >> 8;
-                        for (int c = 0; c < 3; c++)
-                            {
+                        for (int c = 0; c < 3; c++) {
                             int v = l + (x + 2 * y + c) % 3 - 1;
                             g[c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
                         }
