@@ -4,7 +4,8 @@
   scores: cv2.grabCut (rectangle, 5 iterations) from each benchmark rectangle (one covering the whole image shrunk
           by one pixel at the right and bottom, as reference/opencv-grabcut was made), with the RNG seeded by each of
           --seeds (cv2.setRNGSeed before every image; "default" leaves the process's RNG as it is, so results
-          depend on the order of the images). IoU and error against gt/ with the 128 band excluded (as
+          depend on the order of the images; "fresh" runs each image in a new process, the RNG in its initial
+          state, as a program that segments one image sees it). IoU and error against gt/ with the 128 band excluded (as
           reference/opencv-grabcut/SCORES.txt), IoU against the reference masks; means per seed. OpenCV's k-means++
           seeding draws from this RNG, so the seed alone moves a whole image's result.
   timing: cv2.grabCut (5 iterations from the rectangle) and the fixed-model cut (GC_EVAL_FREEZE_MODEL, one
@@ -15,6 +16,8 @@ Prints one JSON document."""
 import argparse
 import json
 import os
+import subprocess
+import sys
 import time
 
 import cv2
@@ -47,6 +50,17 @@ def grabcut(img, rect, iters=5):
     return mask, bgd, fgd
 
 
+def fresh_mask(data, name, rect):
+    """cv2.grabCut on one image in a new Python process (OpenCV's RNG in its initial state): the mask."""
+    code = ("import sys, numpy as np, cv2; sys.path.insert(0, sys.argv[1]); import grabcut_opencv as g; "
+            "img = g.load(sys.argv[2], sys.argv[3]); m, _, _ = g.grabcut(img, tuple(map(int, sys.argv[4:8]))); "
+            "sys.stdout.buffer.write(m.tobytes())")
+    here = os.path.dirname(os.path.abspath(__file__))
+    raw = subprocess.run([sys.executable, "-c", code, here, data, name, *map(str, rect)], check=True,
+                         capture_output=True).stdout
+    return raw
+
+
 def scores(data, seeds):
     names = [line.split()[0] for line in open(os.path.join(data, "grabcut", "index.txt")) if line.strip()]
     out = {"seeds": seeds, "images": {}, "mean_iou_gt": [], "mean_err_pct": [], "mean_iou_reference": []}
@@ -55,9 +69,13 @@ def scores(data, seeds):
         for n in names:
             img = load(data, n)
             h, w = img.shape[:2]
-            if seed != "default":
-                cv2.setRNGSeed(int(seed))
-            mask, _, _ = grabcut(img, rect_of_box(*box_of(data, n), w, h))
+            rect = rect_of_box(*box_of(data, n), w, h)
+            if seed == "fresh":
+                mask = np.frombuffer(fresh_mask(data, n, rect), np.uint8).reshape(h, w)
+            else:
+                if seed != "default":
+                    cv2.setRNGSeed(int(seed))
+                mask, _, _ = grabcut(img, rect)
             m = (mask == cv2.GC_FGD) | (mask == cv2.GC_PR_FGD)
             gt = cv2.imread(os.path.join(data, "grabcut", "gt", f"{n}.bmp"), cv2.IMREAD_GRAYSCALE)
             ref = cv2.imread(os.path.join(data, "reference", "opencv-grabcut", f"{n}.png"), cv2.IMREAD_GRAYSCALE) > 0
@@ -116,7 +134,7 @@ def timing(data, name, sizes, runs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default=os.environ.get("MASKD_TEST_DATA", "../shared/data"))
-    ap.add_argument("--seeds", default="default", help="comma-separated cv2.setRNGSeed values, or 'default'")
+    ap.add_argument("--seeds", default="default", help="comma-separated cv2.setRNGSeed values, 'default' or 'fresh'")
     ap.add_argument("--no-scores", action="store_true")
     ap.add_argument("--timing", action="store_true")
     ap.add_argument("--image", default="person1")
