@@ -5,9 +5,9 @@
           by one pixel at the right and bottom, as reference/opencv-grabcut was made), with the RNG seeded by each of
           --seeds (cv2.setRNGSeed before every image; "default" leaves the process's RNG as it is, so results
           depend on the order of the images; "fresh" runs each image in a new process, the RNG in its initial
-          state, as a program that segments one image sees it). IoU and error against gt/ with the 128 band excluded (as
-          reference/opencv-grabcut/SCORES.txt), IoU against the reference masks; means per seed. OpenCV's k-means++
-          seeding draws from this RNG, so the seed alone moves a whole image's result.
+          state, as a program that segments one image sees it). IoU and error against gt/ with the 128 band
+          excluded (as reference/opencv-grabcut/SCORES.txt), IoU against the reference masks; means per seed.
+          OpenCV's k-means++ seeding draws from this RNG, so the seed alone moves a whole image's result.
   timing: cv2.grabCut (5 iterations from the rectangle) and the fixed-model cut (GC_EVAL_FREEZE_MODEL, one
           iteration with the models the full run learnt) on --image resized to --sizes, with OpenCV's threads and with
           one thread, as `masktool bench grabcut` times maskd's.
@@ -52,13 +52,12 @@ def grabcut(img, rect, iters=5):
 
 def fresh_mask(data, name, rect):
     """cv2.grabCut on one image in a new Python process (OpenCV's RNG in its initial state): the mask."""
-    code = ("import sys, numpy as np, cv2; sys.path.insert(0, sys.argv[1]); import grabcut_opencv as g; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import grabcut_opencv as g; "
             "img = g.load(sys.argv[2], sys.argv[3]); m, _, _ = g.grabcut(img, tuple(map(int, sys.argv[4:8]))); "
             "sys.stdout.buffer.write(m.tobytes())")
     here = os.path.dirname(os.path.abspath(__file__))
-    raw = subprocess.run([sys.executable, "-c", code, here, data, name, *map(str, rect)], check=True,
-                         capture_output=True).stdout
-    return raw
+    return subprocess.run([sys.executable, "-c", code, here, data, name, *map(str, rect)], check=True,
+                          capture_output=True).stdout
 
 
 def scores(data, seeds):
