@@ -1,12 +1,13 @@
 /* guided_cuda: the guided filter and fast guided upsampling on the device.
  *
  * Working radius r <= MK_GUIDED_TILE_RADIUS (r = 8 at 1080p, r / s for the fast filter): strip kernels. A warp owns
- * a strip of 128 working columns and a band of rows and walks down the band. Lane L keeps the vertical window sums
- * of columns 4L..4L+3 in registers (one row enters and one leaves per step); the horizontal window sums of a row
- * are differences of prefix sums across the warp (shuffles; at the radius kFixedR, compiled in, the lanes' totals
- * over the window summed by doubling instead of a scan). Nothing goes through shared memory, every sum costs
- * the same for any radius, and a strip yields 128 - 2r output columns rounded down to a multiple of 4 (a band pays
- * 2r + 1 rows of warm-up).
+ * a strip of 128 working columns and a band of rows and walks down the band (final_kernel's warps in pairs, one up
+ * and one down from a shared centre row). Lane L keeps the vertical window sums of columns 4L..4L+3 in registers
+ * (one row enters and one leaves per step); the horizontal window sums of a row are differences of prefix sums
+ * across the warp (shuffles; at the radius kFixedR, compiled in, the lanes' totals over the window summed by
+ * doubling instead of a scan). Only final_kernel's pairs swap their warm-up sums through shared memory; every sum
+ * costs the same for any radius, and a strip yields 128 - 2r output columns rounded down to a multiple of 4 (a band
+ * pays 2r + 1 rows of warm-up, a pair of final_kernel's bands r + 1 rows each).
  *   coef_kernel:  the window sums of the moments of shifted samples (guide - 128, source - 32768) as exact
  *                 integers (32 bits; the guide-times-source ones in int64 past r = 10), then per pixel the
  *                 reference's own solve, told the shifts (mk_px_guided_solve_shifted): a and b as floats, the same
@@ -182,17 +183,27 @@ __device__ __forceinline__ double exact_f64(unsigned v)
  * a block take consecutive bands of one strip (strip_of). */
 struct strip_t {
     int x0, y0, y1;
+    int dir; /* final_kernel: +1 walks down from y0, -1 walks up from y1 - 1 */
 };
 
 /* The warps of a block take kStripWarps consecutive bands of one strip (band-major): their warm-up rows overlap,
  * so that one SM loads the lines they share (in L1) instead of several SMs (session 24: 1080p colour -2.5 us in
  * final_kernel against neighbouring strips of one band). */
+template <bool PAIR = false>
 __device__ __forceinline__ bool strip_of(const mk_guided_plan_t &pl, int band_rows, strip_t &st)
 {
     const int outs = strip_outs(pl.r), strips = strip_count(pl.r, pl.wl);
     const int bg = (int)blockIdx.x / strips, strip = (int)blockIdx.x - bg * strips;
     const int band = bg * kStripWarps + (int)threadIdx.x / kWarp;
     st.x0 = strip * outs - strip_shift(pl.r);
+    st.dir = 1;
+    if constexpr (PAIR) { /* bands 2p (up) and 2p + 1 (down) around the centre c of rows 2p R .. 2p R + 2R - 1 */
+        const int top = (band >> 1) * 2 * band_rows, c = min(top + band_rows, pl.hl);
+        st.dir = (band & 1) ? 1 : -1;
+        st.y0 = st.dir > 0 ? c : top;
+        st.y1 = st.dir > 0 ? min(c + band_rows, pl.hl) : c;
+        return top < pl.hl; /* both walkers of a live pair take part in the swap, an empty one too */
+    }
     st.y0 = band * band_rows;
     st.y1 = min(st.y0 + band_rows, pl.hl);
     return st.y0 < pl.hl;
@@ -532,7 +543,7 @@ __device__ __forceinline__ void load_coef_plane(const float *row, const int col[
 template <int C, int MODE, bool VEC, int RS>
 __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_t &pl, const strip_t &st,
                                            const float *__restrict__ ab, const mk_mask_out_t &out,
-                                           float *__restrict__ means)
+                                           float *__restrict__ means, double *xch)
 {
     constexpr int NC = C + 1;
     const int lane = (int)threadIdx.x % kWarp, r = pl.r, outs = strip_outs(r), wp = coef_pitch(pl.wl);
@@ -550,9 +561,14 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
             v[j][c] = 0.0;
     }
     const int rw = RS > 0 ? RS : r; /* as in coef_kernel */
+    /* the warps walk in pairs around a centre row c = the down walker's y0 = the up walker's y1: the down walker
+     * sums rows c .. c + r - 1, the up walker c - r .. c - 1, they swap those r-row sums through xch, and each adds
+     * its own last row (c + r, c - r - 1): one warm-up of 2r + 1 rows for two warps (session 24: 1080p colour
+     * 91.1-91.5 -> 86.1 us; the warm-up was a sixth of the instructions and a third of the stalls) */
+    const int w0 = st.dir > 0 ? st.y0 : st.y1 - rw;
 #pragma unroll 4
-    for (int i = -rw; i <= rw; i++) {
-        const float *row = ab + (size_t)mk_px_reflect(st.y0 + i, pl.hl) * wp;
+    for (int i = 0; i < rw; i++) {
+        const float *row = ab + (size_t)mk_px_reflect(w0 + i, pl.hl) * wp;
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             float a[kLaneCols];
@@ -562,7 +578,28 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
                 v[j][c] += (double)a[j];
         }
     }
-    for (int y = st.y0; y < st.y1; y++) {
+    {
+        const int own = st.dir > 0 ? 1 : 0; /* xch: [0 up walker, 1 down walker][NC * kLaneCols][kWarp] */
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                xch[((own * NC + c) * kLaneCols + j) * kWarp + lane] = v[j][c];
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + (int)threadIdx.x / (2 * kWarp)), "r"(2 * kWarp) : "memory");
+        const float *row = ab + (size_t)mk_px_reflect(st.dir > 0 ? st.y0 + rw : st.y1 - rw - 1, pl.hl) * wp;
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            float a[kLaneCols];
+            load_coef_plane<VEC>(row + c * plane, col, a);
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                v[j][c] = (xch[(c * kLaneCols + j) * kWarp + lane] + xch[((NC + c) * kLaneCols + j) * kWarp + lane]) +
+                          (double)a[j];
+        }
+    }
+    const int n = st.y1 - st.y0, step = st.dir;
+    for (int i = 0; i < n; i++) {
+        const int y = step > 0 ? st.y0 + i : st.y1 - 1 - i;
         /* s = 1: the row's guide pixels, loaded with the coefficients (not after the sums) so that their latency
          * overlaps; columns outside the image read its first or last pixel and are not written. */
         int g[kLaneCols][3];
@@ -576,9 +613,9 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
                     g[j][c] = __ldg(grow + (size_t)x * C + c);
             }
         }
-        if (y > st.y0) {
-            const float *re = ab + (size_t)mk_px_reflect(y + r, pl.hl) * wp;
-            const float *rl = ab + (size_t)mk_px_reflect(y - r - 1, pl.hl) * wp;
+        if (i > 0) {
+            const float *re = ab + (size_t)mk_px_reflect(y + step * r, pl.hl) * wp;
+            const float *rl = ab + (size_t)mk_px_reflect(y - step * (r + 1), pl.hl) * wp;
 #pragma unroll
             for (int c = 0; c < NC; c++) {
                 float e[kLaneCols], l[kLaneCols];
@@ -617,20 +654,23 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
 
 /* MODE 0 (s = 1): q and its mask product at each pixel; MODE 1 (s > 1): the coefficient means. */
 template <int C, int MODE, int RS = 0>
-__global__ void __launch_bounds__(kStripThreads) final_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
-                                                              const float *__restrict__ ab, mk_mask_out_t out,
-                                                              float *__restrict__ means)
+__global__ void __launch_bounds__(kStripThreads, C == 3 ? 4 : 1)
+    final_kernel(in_t in, mk_guided_plan_t pl, int band_rows, const float *__restrict__ ab, mk_mask_out_t out,
+                 float *__restrict__ means)
 {
     wait_previous_kernel(); /* coef_kernel's a and b */
     allow_next_kernel();
+    static_assert(kStripWarps % 2 == 0, "final_kernel's warps walk in pairs");
+    __shared__ double xch[kStripWarps / 2][2 * 4 * kLaneCols * kWarp];
     strip_t st;
-    if (!strip_of(pl, band_rows, st))
+    if (!strip_of<true>(pl, band_rows, st))
         return;
+    double *px = xch[(int)threadIdx.x / (2 * kWarp)];
     /* float4 loads when the strip's working columns are all inside the image (their first is a multiple of 4) */
     if (st.x0 - pl.r >= 0 && st.x0 - pl.r + kStripCols <= pl.wl)
-        final_walk<C, MODE, true, RS>(in, pl, st, ab, out, means);
+        final_walk<C, MODE, true, RS>(in, pl, st, ab, out, means, px);
     else
-        final_walk<C, MODE, false, RS>(in, pl, st, ab, out, means);
+        final_walk<C, MODE, false, RS>(in, pl, st, ab, out, means, px);
 }
 
 /* The reduced guide pixel (x, y) for scale S whose S x S block lies inside the guide, as mk_px_guide_at computes
@@ -1240,8 +1280,9 @@ struct bands_t {
 
 /* Bands for strip kernel K: as short as it takes for the strips to fill every SM with as many warps as can be
  * resident (one wave; a band's warm-up of 2r + 1 rows is paid again for each band, but each warp walks its rows
- * serially, so resident warps are what hides the latency of a row step). */
-template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, bands_t *b)
+ * serially, so resident warps are what hides the latency of a row step). pair: bands in pairs around centre rows
+ * (final_kernel), an even count. */
+template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &pl, bands_t *b, bool pair = false)
 {
     int per_sm, rc = strip_blocks_per_sm<K>(&per_sm);
     if (rc)
@@ -1250,7 +1291,7 @@ template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &p
     const long want = (long)per_sm * kStripWarps * (ctx->sm_count > 0 ? ctx->sm_count : 1);
     long rows = (strips * pl.hl + want - 1) / want;
     rows = rows < 1 ? 1 : rows;
-    const long bands = (pl.hl + rows - 1) / rows;
+    const long bands = pair ? 2 * ((pl.hl + 2 * rows - 1) / (2 * rows)) : (pl.hl + rows - 1) / rows;
     b->rows = (int)rows;
     b->blocks = (unsigned)(strips * ((bands + kStripWarps - 1) / kStripWarps)); /* band-major (strip_of) */
     return 0;
@@ -1264,7 +1305,7 @@ int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float
     bands_t bc, bf;
     int rc;
     if ((rc = strip_bands<coef_kernel<C, false, NARROW, RS>>(ctx, pl, &bc)) ||
-        (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf)))
+        (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf, true)))
         return rc;
     coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
     if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
@@ -1295,7 +1336,7 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
     }
     if ((rc = narrow ? strip_bands<coef_kernel<C, true, true>>(ctx, pl, &bc)
                      : strip_bands<coef_kernel<C, true, false>>(ctx, pl, &bc)) ||
-        (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf)))
+        (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf, true)))
         return rc;
     if ((rc = launch_reduce<C>(s, in, pl, rg)) ||
         (rc = narrow ? launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, true>, work, pl, bc.rows, ab)
