@@ -175,12 +175,23 @@ MK_PX double mk_px_sat_box_f64(const double *I, size_t st, int w, int h, mk_box_
 
 /* ---- the per-window solve and the application ------------------------------------------------------------ */
 
+/* b of a window whose guide-source covariances are all zero, so that a = 0 (mk_px_guided_solve_shifted): the
+ * source's mean, from its window sum Sp (shifted by p0, as there). Both forms of the solve's b reduce to this with
+ * a = +0 (a dot product of +0 with non-negative plain sums is +0), so a kernel that knows a window is flat can take
+ * it alone and still give the solve's bits. */
+MK_PX float mk_px_guided_b_flat(const mk_guided_plan_t *pl, double Sp, double p0)
+{
+    return (float)MK_DMUL(MK_DMUL(MK_DFMA(p0, pl->n, Sp), 1.0 / (double)MK_GUIDED_Q), pl->inv_n);
+}
+
 /* a (per guide level, C values) and b of one window from its moment box sums S (exact integers as doubles).
  * Covariances are taken as n S_ij - S_i S_j (exact while below 2^53, true up to radius ~75), eps enters as
  * lambda on the diagonal, and the system is solved by cofactors (as OpenCV does) with one division.
  * S may be the sums of shifted samples, guide levels minus g0 and source values minus p0: the covariances are the
  * same integers, and b takes the plain sums S_i + g0 n and S_p + p0 n (exact integers again), so a solve from
- * shifted sums gives the same bits as one from plain sums. */
+ * shifted sums gives the same bits as one from plain sums.
+ * Where every guide-source covariance is zero (a source constant over the window, as in most windows of a mask),
+ * a is +0 and b is mk_px_guided_b_flat's: the formulas give the same values there, up to the sign of a zero a. */
 MK_PX void mk_px_guided_solve_shifted(const mk_guided_plan_t *pl, const double *S, double g0, double p0, float *a,
                                       float *b)
 {
@@ -216,9 +227,10 @@ MK_PX void mk_px_guided_solve_shifted(const mk_guided_plan_t *pl, const double *
         det = pl->guard_det;
     /* alpha = adj(M) e / det; a (per guide level) = alpha / 65535, through one reciprocal */
     double rd = det > 0 ? MK_DDIV(1.0, MK_DMUL(det, q)) : 0.0;
-    a[0] = (float)MK_DMUL(MK_DFMA(i02, e2, MK_DFMA(i01, e1, MK_DMUL(i00, e0))), rd);
-    a[1] = (float)MK_DMUL(MK_DFMA(i12, e2, MK_DFMA(i11, e1, MK_DMUL(i01, e0))), rd);
-    a[2] = (float)MK_DMUL(MK_DFMA(i22, e2, MK_DFMA(i12, e1, MK_DMUL(i02, e0))), rd);
+    const int flat = e0 == 0.0 && e1 == 0.0 && e2 == 0.0; /* a = +0 (the products give +-0) */
+    a[0] = flat ? 0.0f : (float)MK_DMUL(MK_DFMA(i02, e2, MK_DFMA(i01, e1, MK_DMUL(i00, e0))), rd);
+    a[1] = flat ? 0.0f : (float)MK_DMUL(MK_DFMA(i12, e2, MK_DFMA(i11, e1, MK_DMUL(i01, e0))), rd);
+    a[2] = flat ? 0.0f : (float)MK_DMUL(MK_DFMA(i22, e2, MK_DFMA(i12, e1, MK_DMUL(i02, e0))), rd);
     double dot = MK_DFMA((double)a[2], MK_DFMA(g0, n, S[2]),
                          MK_DFMA((double)a[1], MK_DFMA(g0, n, S[1]), MK_DMUL((double)a[0], MK_DFMA(g0, n, S[0]))));
     *b = (float)MK_DMUL(MK_DFMA(MK_DFMA(p0, n, S[9]), inv_q, -dot), pl->inv_n);

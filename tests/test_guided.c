@@ -4,7 +4,9 @@
  * bad input. */
 #include "testutil.h"
 
+#include "backend.h"
 #include "guided.h"
+#include "guided_px.h"
 #include "imageio.h"
 #include "mask.h"
 #include "threshold.h"
@@ -536,6 +538,66 @@ static void test_fast_scale1(void **state)
     mk_image_free(NULL, &b);
 }
 
+/* A window whose source is constant (the inside or the outside of a mask): every guide-source covariance is zero,
+ * the solve gives a = +0 (the sign too) and b = mk_px_guided_b_flat's bits, the value the CUDA coefficient kernel
+ * writes for such windows without solving; one changed source pixel gives a nonzero a. Then a mask's full filter
+ * against the brute force. */
+static void test_flat_windows(void **state)
+{
+    (void)state;
+    tu_rng_t r = {1717};
+    int cases = 0;
+    for (int C = 1; C <= 3; C += 2)
+        for (int i = 0; i < 40; i++) {
+            int radius = tu_rand_int(&r, 0, 12), n = (2 * radius + 1) * (2 * radius + 1), odd = i % 4 == 3;
+            mk_guided_t g = {radius, i % 5 ? 1e-4 : 0.0, 1, i % 3 ? 0u : (unsigned)MK_GUIDED_OPENCV};
+            mk_guided_plan_t pl;
+            TU_OK(mk_guided_plan(&g, C, 64, 64, &pl));
+            int pq = i % 2 ? MK_GUIDED_Q : 0, shift = i % 6 < 3;
+            double g0 = shift ? 128 : 0, p0 = shift ? 32768 : 0, S[MK_GUIDED_MAX_NM] = {0};
+            for (int k = 0; k < n; k++) {
+                int px[3], q = odd && k == n / 2 ? MK_GUIDED_Q / 2 : pq;
+                long long m[MK_GUIDED_MAX_NM];
+                for (int c = 0; c < C; c++)
+                    px[c] = tu_rand_int(&r, 0, 255) - (int)g0;
+                mk_px_moments(C, px, q - (int)p0, m);
+                for (int j = 0; j < pl.nm; j++)
+                    S[j] += (double)m[j];
+            }
+            float a[4], b, zero = 0.0f;
+            mk_px_guided_solve_shifted(&pl, S, g0, p0, a, &b);
+            if (odd) {
+                int nonzero = 0;
+                for (int c = 0; c < C; c++)
+                    nonzero |= a[c] != 0.0f;
+                assert_true(nonzero || radius == 0);
+                continue;
+            }
+            float bf = mk_px_guided_b_flat(&pl, S[C + C * (C + 1) / 2], p0);
+            for (int c = 0; c < C; c++)
+                assert_memory_equal(&a[c], &zero, sizeof zero);
+            assert_memory_equal(&b, &bf, sizeof b);
+            assert_true(fabs(b - pq / (double)MK_GUIDED_Q) <= 1e-7);
+            cases++;
+        }
+    print_message("guided: %d flat windows solve to a = +0 and the flat b, bit for bit\n", cases);
+    /* a binary mask (discs) under a random guide, r = 8 */
+    mk_image_t guide = tu_random_image(8, 90, 70, MK_FMT_BGR), src = u8_image(90, 70), got = f32_image(90, 70);
+    for (int y = 0; y < 70; y++)
+        for (int x = 0; x < 90; x++)
+            ((uint8_t *)mk_image_row(&src, 0, y))[x] =
+                (x - 30) * (x - 30) + (y - 30) * (y - 30) < 400 || (x - 70) * (x - 70) + (y - 50) * (y - 50) < 100 ? 255 : 0;
+    double *want = ref_guided(&guide, &src, 8, 1e-4);
+    TU_OK(mk_guided_filter(tu_cpu, &guide, &src, &got, 8, 1e-4, 0));
+    double d = max_diff(&got, want);
+    print_message("guided: a binary mask, r=8 eps=1e-4 vs brute force: max |diff| %.3g\n", d);
+    assert_true(d <= 1e-5);
+    free(want);
+    mk_image_free(NULL, &guide);
+    mk_image_free(NULL, &src);
+    mk_image_free(NULL, &got);
+}
+
 /* ---- hand-made and edge cases ---------------------------------------------------------------------------- */
 
 /* A constant guide has no variance: a = 0 and q is the box mean of the box mean of p. */
@@ -808,7 +870,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_opencv_refs),       cmocka_unit_test(test_real_crop_brute_force),
-        cmocka_unit_test(test_solve_accuracy),
+        cmocka_unit_test(test_solve_accuracy),     cmocka_unit_test(test_flat_windows),
         cmocka_unit_test(test_random_brute_force), cmocka_unit_test(test_fast_brute_force),
         cmocka_unit_test(test_fast_scale1),       cmocka_unit_test(test_constant_guide),
         cmocka_unit_test(test_linear_source),     cmocka_unit_test(test_edge_cases),

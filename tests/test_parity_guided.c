@@ -307,6 +307,116 @@ static void test_radii(void **state)
     mk_image_free(NULL, &gray);
 }
 
+/* A mask-like source: background 0 with discs and rectangles of 1 (u8 255 / f32 1.0), so that most windows hold
+ * one extreme value (the coefficient kernel's flat rows); soft: a few pixels in between (128 / 0.5), and in f32
+ * values past 1 (clamped to 1) and NaNs (read as 0). */
+static mk_image_t mask_source(tu_rng_t *r, int w, int h, int f32, int soft)
+{
+    mk_image_t s = mk_image_desc(w, h, MK_FMT_GRAY, f32 ? MK_F32 : MK_U8);
+    TU_OK(mk_image_alloc(NULL, &s, MK_MEM_HOST));
+    int shapes[6][4];
+    for (int k = 0; k < 6; k++)
+        for (int c = 0; c < 4; c++)
+            shapes[k][c] = tu_rand_int(r, 0, c % 2 ? h : w);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            int in = 0;
+            for (int k = 0; k < 6; k++) {
+                int dx = x - shapes[k][0], dy = y - shapes[k][1], rad = shapes[k][2] / 4 + 1;
+                in ^= k % 2 ? dx * dx + dy * dy < rad * rad : (abs(dx) < rad && abs(dy) < shapes[k][3] / 3 + 1);
+            }
+            int odd = soft && tu_rand_int(r, 0, 999) == 0;
+            if (f32) {
+                float v = in ? (tu_rand_int(r, 0, 9) ? 1.0f : 1.5f) : (tu_rand_int(r, 0, 9) ? 0.0f : NAN);
+                ((float *)mk_image_row(&s, 0, y))[x] = odd ? 0.5f : v;
+            } else {
+                ((uint8_t *)mk_image_row(&s, 0, y))[x] = (uint8_t)(odd ? 128 : in ? 255 : 0);
+            }
+        }
+    return s;
+}
+
+/* Is the source constant over the (2 reach + 1)^2 window at (x, y) (reflected), with value v (0 or 1)? */
+static int settled(const mk_image_t *s, int x, int y, int reach, float *v)
+{
+    int w = s->width, h = s->height, first = -1;
+    for (int dy = -reach; dy <= reach; dy++)
+        for (int dx = -reach; dx <= reach; dx++) {
+            int xx = x + dx, yy = y + dy;
+            xx = xx < 0 ? -xx - 1 : xx >= w ? 2 * w - 1 - xx : xx;
+            yy = yy < 0 ? -yy - 1 : yy >= h ? 2 * h - 1 - yy : yy;
+            if (xx < 0 || xx >= w || yy < 0 || yy >= h)
+                return 0;
+            int l;
+            if (s->dtype == MK_F32) {
+                float f = ((const float *)mk_image_row(s, 0, yy))[xx];
+                l = f >= 1.0f ? 1 : f == 0.0f || f != f ? 0 : -1;
+            } else {
+                int u = ((const uint8_t *)mk_image_row(s, 0, yy))[xx];
+                l = u == 255 ? 1 : u == 0 ? 0 : -1;
+            }
+            if (l < 0 || (first >= 0 && l != first))
+                return 0;
+            first = l;
+        }
+    *v = (float)first;
+    return 1;
+}
+
+/* Mask sources, whose windows mostly hold one extreme value: the strip kernels' coefficient rows that skip the
+ * solve (a = 0, b the source's mean) and those that solve, on every path (r = 8, the general narrow and wide
+ * radii, the summed-area tables, the fast filter's strips), against the CPU; and where the source is settled over
+ * two radii around a pixel, the CUDA output is that value (within 1e-6). */
+static void test_masks(void **state)
+{
+    (void)state;
+    tu_rng_t r = {5150};
+    static const struct {
+        int w, h, radius, s;
+    } cases[] = {{1920, 1080, 8, 1}, {640, 360, 8, 1}, {301, 45, 3, 1},  {333, 97, 11, 1}, {260, 130, 20, 1},
+                 {300, 200, 32, 1},  {200, 120, 40, 1}, {301, 77, 30, 2}, {299, 90, 36, 3}, {481, 321, 8, 4}};
+    long checked = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int k = 0; k < 4; k++) {
+            int C = k % 2 ? 1 : 3, f32 = k >= 2, w = cases[i].w, h = cases[i].h, s = cases[i].s;
+            mk_image_t frame = tu_random_image(tu_rand(&r), w, h, C == 3 ? MK_FMT_BGR : MK_FMT_GRAY);
+            mk_image_t src = mask_source(&r, (w + s - 1) / s, (h + s - 1) / s, f32, i % 3 == 1);
+            case_t c = {&frame, 0, 0, w, h, &src, {cases[i].radius, 1e-4, s, 0}, mk_mask_soft(), w, h, 0, 0, 0};
+            char what[128];
+            snprintf(what, sizeof what, "mask %dx%d C=%d r=%d s=%d %s%s", w, h, C, cases[i].radius, s,
+                     f32 ? "f32" : "u8", i % 3 == 1 ? " with soft pixels" : "");
+            run_case(&c, what);
+            if (s == 1) {
+                /* the device's output where the source is settled: exactly the mask's value, to float rounding */
+                mk_image_t src_d = tu_to_ctx(gpu, &src, 0), frame_d = tu_to_ctx(gpu, &frame, 0);
+                mk_image_t out = mk_image_desc(w, h, MK_FMT_GRAY, MK_F32), host = out;
+                TU_OK(mk_image_alloc(gpu, &out, MK_MEM_DEVICE));
+                TU_OK(mk_image_alloc(NULL, &host, MK_MEM_HOST));
+                TU_OK(mk_guided_upsample(gpu, &frame_d, &src_d, &out, &c.g, &c.m));
+                TU_OK(mk_image_download(gpu, &host, &out));
+                TU_OK(mk_ctx_sync(gpu));
+                for (int y = 0; y < h; y += 3)
+                    for (int x = 0; x < w; x += 3) {
+                        float v;
+                        if (!settled(&src, x, y, 2 * cases[i].radius, &v))
+                            continue;
+                        float q = ((const float *)mk_image_row(&host, 0, y))[x];
+                        if (!(fabsf(q - v) <= 1e-6f))
+                            fail_msg("%s: (%d, %d) settled at %g, CUDA %.9g", what, x, y, (double)v, (double)q);
+                        checked++;
+                    }
+                mk_image_free(gpu, &out);
+                mk_image_free(NULL, &host);
+                mk_image_free(gpu, &src_d);
+                mk_image_free(gpu, &frame_d);
+            }
+            mk_image_free(NULL, &frame);
+            mk_image_free(NULL, &src);
+        }
+    assert_true(checked > 100000);
+    print_message("guided parity: mask sources, %ld settled pixels equal the mask on the device\n", checked);
+}
+
 /* One context, calls of changing sizes and paths: the scratch grows and is reused without leaking state. */
 static void test_repeated(void **state)
 {
@@ -412,7 +522,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random),      cmocka_unit_test(test_real),    cmocka_unit_test(test_radii),
         cmocka_unit_test(test_bench_sizes), cmocka_unit_test(test_repeated), cmocka_unit_test(test_compose),
-        cmocka_unit_test(test_cuda_bad_input), cmocka_unit_test(test_up_reach),
+        cmocka_unit_test(test_cuda_bad_input), cmocka_unit_test(test_up_reach), cmocka_unit_test(test_masks),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mk_ctx_destroy(cpu);
