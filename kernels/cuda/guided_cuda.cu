@@ -500,7 +500,7 @@ __device__ __forceinline__ void solve_row(const mk_guided_plan_t &pc, const int 
  * NARROW: narrow_r(pl.r), every window sum in 32 bits. */
 template <int C, bool REDUCED, bool NARROW, int RS = 0>
 __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
-                                                                float *__restrict__ ab)
+                                                                float *__restrict__ ab, int flat_b_only)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, KP = NM - C - 1; /* moment KP: the source */
     wait_previous_kernel(); /* s > 1: reduce_kernel's output */
@@ -635,11 +635,15 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
             }
             solve_row<C, NARROW, RS>(pc, v, sp, a);
         }
+        /* flat_b_only: a flat row stores b alone, final_kernel reads no a there (its lanes whose columns lie in flat
+         * strips; its bands fit kFlagRows) */
+        const bool skip_a = flat && flat_b_only;
         float *row = ab + (size_t)y * wp;
         if (vec_store) {
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                *(float4 *)(row + c * plane + xl) = make_float4(a[c][0], a[c][1], a[c][2], a[c][3]);
+                if (c == C || !skip_a)
+                    *(float4 *)(row + c * plane + xl) = make_float4(a[c][0], a[c][1], a[c][2], a[c][3]);
         } else {
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++) {
@@ -647,7 +651,8 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
                 if (o < outs && x >= 0 && x < pl.wl)
 #pragma unroll
                     for (int c = 0; c < NC; c++)
-                        row[c * plane + x] = a[c][j];
+                        if (c == C || !skip_a)
+                            row[c * plane + x] = a[c][j];
             }
         }
     }
@@ -668,21 +673,15 @@ __device__ __forceinline__ void load_coef_plane(const float *row, const int col[
     }
 }
 
-/* final_kernel's strip rows flat in coef_kernel's flags: every strip that holds one of the warp's working columns
- * (strips s_lo .. s_hi) has a = 0 in row yy. Uniform across the warp. */
+/* coef_kernel's flags as final_kernel reads them: the strips s_lo .. s_hi hold the warp's working columns. */
 struct row_flags {
     const uint8_t *f;
     int strips, s_lo, s_hi;
-
-    __device__ __forceinline__ bool flat(int yy) const
-    {
-        const uint8_t *p = f + (size_t)yy * strips;
-        bool ok = true;
-        for (int s = s_lo; s <= s_hi; s++)
-            ok &= __ldg(p + s) != 0;
-        return ok;
-    }
 };
+
+/* final_kernel reads the flags of at most this many rows of its walk (a 64-bit mask, n + 2r rows): coef_kernel
+ * stores no a in its flat rows only where final_kernel's bands fit. */
+const int kFlagRows = 64;
 
 /* final_kernel's walk down its strip. VEC: every lane of the warp loads its coefficients as float4 (a strip away
  * from the image's left and right edges); the choice is the warp's, so each instantiation has one kind of load.
@@ -716,15 +715,17 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
     rf.strips = strip_count(r, pl.wl);
     rf.s_lo = (__reduce_min_sync(kFull, (unsigned)cmin) + strip_shift(r)) / outs;
     rf.s_hi = (__reduce_max_sync(kFull, (unsigned)cmax) + strip_shift(r)) / outs;
-    /* v += SIGN x row yy's coefficients: b always, a unless the row is flat */
-    auto add_row = [&](int yy, bool flat, auto sign) {
+    /* v += SIGN x row yy's coefficients: b always, a unless the row is flat in every strip of the warp's columns
+     * (flat), or in the strips of the lane's own columns (mine: coef_kernel stores no a in flat rows) */
+    auto add_row = [&](int yy, bool flat, bool mine, auto sign) {
         const float *row = ab + (size_t)yy * wp;
 #pragma unroll
         for (int c = 0; c < NC; c++) {
             if (c < C && flat)
                 continue;
-            float a[kLaneCols];
-            load_coef_plane<VEC>(row + c * plane, col, a);
+            float a[kLaneCols] = {};
+            if (c == C || !mine)
+                load_coef_plane<VEC>(row + c * plane, col, a);
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++)
                 v[j][c] = decltype(sign)::value > 0 ? v[j][c] + (double)a[j] : v[j][c] - (double)a[j];
@@ -734,14 +735,23 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
     /* flat: bit k for the k-th row of the walk's rows yfirst - step r, ..., yfirst + step (n - 1 + r) (the first
      * window is bits 0..2r, row step i enters bit i + 2r and leaves bit i - 1), read at the start by the lanes at
      * once; none where they would not fit 64 bits */
-    unsigned long long flat = 0;
-    if (n + 2 * r <= 64) {
+    unsigned long long flat = 0, mine = 0; /* mine: the rows flat in the strips of the lane's own columns */
+    if (n + 2 * r <= kFlagRows) {
         const int base = yfirst - step * r;
-        const bool lo = lane < n + 2 * r && rf.flat(mk_px_reflect(base + step * lane, pl.hl));
-        const bool hi = lane + 32 < n + 2 * r && rf.flat(mk_px_reflect(base + step * (lane + 32), pl.hl));
-        flat = (unsigned long long)__ballot_sync(kFull, lo) | (unsigned long long)__ballot_sync(kFull, hi) << 32;
+        const int yl = mk_px_reflect(base + step * lane, pl.hl), yh = mk_px_reflect(base + step * (lane + 32), pl.hl);
+        const int m_lo = (cmin + strip_shift(r)) / outs, m_hi = (cmax + strip_shift(r)) / outs;
+        flat = mine = ~0ULL;
+        for (int s = rf.s_lo; s <= rf.s_hi; s++) {
+            const bool lo = lane < n + 2 * r && __ldg(rf.f + (size_t)yl * rf.strips + s) != 0;
+            const bool hi = lane + 32 < n + 2 * r && __ldg(rf.f + (size_t)yh * rf.strips + s) != 0;
+            const unsigned long long m =
+                (unsigned long long)__ballot_sync(kFull, lo) | (unsigned long long)__ballot_sync(kFull, hi) << 32;
+            flat &= m;
+            mine &= s >= m_lo && s <= m_hi ? m : ~0ULL;
+        }
     }
     auto is_flat = [&](int k) { return (flat >> k & 1) != 0; };
+    auto is_mine = [&](int k) { return (mine >> k & 1) != 0; };
     const int rw = RS > 0 ? RS : r; /* as in coef_kernel */
     /* the warps walk in pairs around a centre row c = the down walker's y0 = the up walker's y1: the down walker
      * sums rows c .. c + r - 1, the up walker c - r .. c - 1, they swap those r-row sums through xch, and each adds
@@ -751,7 +761,8 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
     const int w0 = st.dir > 0 ? st.y0 : st.y1 - rw;
 #pragma unroll 4
     for (int i = 0; i < rw; i++)
-        add_row(mk_px_reflect(w0 + i, pl.hl), is_flat(step > 0 ? rw + i : 2 * rw - 1 - i), std::integral_constant<int, 1>());
+        add_row(mk_px_reflect(w0 + i, pl.hl), is_flat(step > 0 ? rw + i : 2 * rw - 1 - i),
+                is_mine(step > 0 ? rw + i : 2 * rw - 1 - i), std::integral_constant<int, 1>());
     {
         const int own = st.dir > 0 ? 1 : 0; /* xch: [0 up walker, 1 down walker][NC * kLaneCols][kWarp] */
 #pragma unroll
@@ -765,7 +776,7 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++)
                 v[j][c] = xch[(c * kLaneCols + j) * kWarp + lane] + xch[((NC + c) * kLaneCols + j) * kWarp + lane];
-        add_row(mk_px_reflect(st.dir > 0 ? st.y0 + rw : st.y1 - rw - 1, pl.hl), is_flat(2 * rw),
+        add_row(mk_px_reflect(st.dir > 0 ? st.y0 + rw : st.y1 - rw - 1, pl.hl), is_flat(2 * rw), is_mine(2 * rw),
                 std::integral_constant<int, 1>());
     }
     int busy = flat ? 2 * r + 1 - __popcll(flat & ((2ULL << (2 * r)) - 1)) : 2 * r + 1; /* rows not flat */
@@ -774,8 +785,8 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
         if (i > 0) {
             const bool e = is_flat(i + 2 * r), l = is_flat(i - 1);
             busy += (int)!e - (int)!l;
-            add_row(mk_px_reflect(y + step * r, pl.hl), e, std::integral_constant<int, 1>());
-            add_row(mk_px_reflect(y - step * (r + 1), pl.hl), l, std::integral_constant<int, -1>());
+            add_row(mk_px_reflect(y + step * r, pl.hl), e, is_mine(i + 2 * r), std::integral_constant<int, 1>());
+            add_row(mk_px_reflect(y - step * (r + 1), pl.hl), l, is_mine(i - 1), std::integral_constant<int, -1>());
         }
         /* settled: a = 0 over the whole window (the sums of a are zero but for rounding left by rows gone), q is b's
          * mean: g = 0 gives it exactly (+0 products), without the guide (skipping the sums of a too costs spills) */
@@ -1474,7 +1485,8 @@ int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float
     if ((rc = strip_bands<coef_kernel<C, false, NARROW, RS>>(ctx, pl, &bc, true)) ||
         (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf, true)))
         return rc;
-    coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
+    coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab,
+                                                                           bf.rows + 2 * pl.r <= kFlagRows);
     if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0, RS>, in, pl, bf.rows, (const float *)ab, out,
@@ -1505,9 +1517,12 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
                      : strip_bands<coef_kernel<C, true, false>>(ctx, pl, &bc, true)) ||
         (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf, true)))
         return rc;
+    const int b_only = bf.rows + 2 * pl.r <= kFlagRows;
     if ((rc = launch_reduce<C>(s, in, pl, rg)) ||
-        (rc = narrow ? launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, true>, work, pl, bc.rows, ab)
-                     : launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, false>, work, pl, bc.rows, ab)))
+        (rc = narrow ? launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, true>, work, pl, bc.rows, ab,
+                                    b_only)
+                     : launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, false>, work, pl, bc.rows, ab,
+                                    b_only)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 1>, in, pl, bf.rows, (const float *)ab, out,
                         means);
