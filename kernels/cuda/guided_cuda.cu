@@ -516,6 +516,8 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
      * and x a multiple of 4 (r a multiple of 4: the strip's working columns start on one) */
     const int xl = st.x0 + kLaneCols * lane;
     const bool vec_store = kLaneCols * lane < outs && xl >= 0 && xl + kLaneCols <= pl.wl && xl % kLaneCols == 0;
+    const bool edge_lane = lane == 0 || kLaneCols * (lane + 1) >= outs || xl < kLaneCols ||
+                           xl + 2 * kLaneCols > pl.wl; /* always stores a (below) */
     const int wx = st.x0 - r + kLaneCols * lane; /* the lane's first working column */
     mk_guided_plan_t pc = pl; /* C known at compile time: the solve's branches fold */
     pc.C = C;
@@ -636,8 +638,10 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
             solve_row<C, NARROW, RS>(pc, v, sp, a);
         }
         /* flat_b_only: a flat row stores b alone, final_kernel reads no a there (its lanes whose columns lie in flat
-         * strips; its bands fit kFlagRows) */
-        const bool skip_a = flat && flat_b_only;
+         * strips; its bands fit kFlagRows), but for the strip's first and last four outputs and the image's first
+         * and last four columns: a final_kernel lane whose four columns straddle two strips (r % 4 != 0, or
+         * reflected at the right edge) reads them all when one of the strips is not flat */
+        const bool skip_a = flat && flat_b_only && !edge_lane;
         float *row = ab + (size_t)y * wp;
         if (vec_store) {
 #pragma unroll
