@@ -38,7 +38,6 @@
 #include "mask_cuda.h"
 
 #include <atomic>
-#include <type_traits>
 
 namespace {
 
@@ -184,7 +183,6 @@ __device__ __forceinline__ double exact_f64(unsigned v)
  * a block take consecutive bands of one strip (strip_of). */
 struct strip_t {
     int x0, y0, y1;
-    int strip; /* its index, left to right */
     int dir; /* final_kernel: +1 walks down from y0, -1 walks up from y1 - 1 */
 };
 
@@ -198,7 +196,6 @@ __device__ __forceinline__ bool strip_of(const mk_guided_plan_t &pl, int band_ro
     const int bg = (int)blockIdx.x / strips, strip = (int)blockIdx.x - bg * strips;
     const int band = bg * kStripWarps + (int)threadIdx.x / kWarp;
     st.x0 = strip * outs - strip_shift(pl.r);
-    st.strip = strip;
     st.dir = 1;
     if constexpr (PAIR) { /* bands 2p (up) and 2p + 1 (down) around the centre c of rows 2p R .. 2p R + 2R - 1 */
         const int top = (band >> 1) * 2 * band_rows, c = min(top + band_rows, pl.hl);
@@ -366,13 +363,6 @@ template <int C, bool REDUCED> struct row_px {
 
     __device__ __forceinline__ void fetch(const in_t &in, const mk_guided_plan_t &pl, const int col[kLaneCols], int y)
     {
-        fetch_guide(in, pl, col, y);
-        fetch_src(in, col, y);
-    }
-
-    __device__ __forceinline__ void fetch_guide(const in_t &in, const mk_guided_plan_t &pl, const int col[kLaneCols],
-                                                int y)
-    {
         if constexpr (REDUCED) {
             const unsigned *grow = in.rguide + (size_t)y * pl.wl;
 #pragma unroll
@@ -390,10 +380,6 @@ template <int C, bool REDUCED> struct row_px {
                 for (int c = 0; c < C; c++)
                     g[j][c] = __ldg(grow + col[j] * C + c) - kG0;
         }
-    }
-
-    __device__ __forceinline__ void fetch_src(const in_t &in, const int col[kLaneCols], int y)
-    {
         const char *srow = (const char *)in.src + (size_t)y * in.spitch;
         if (in.src_f32) {
             float v[kLaneCols];
@@ -433,17 +419,6 @@ __device__ __forceinline__ void prefetch_rows(const in_t &in, const mk_guided_pl
         asm volatile("prefetch.global.L2 [%0];" ::"l"(g));
         asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
     }
-}
-
-/* The strip kernels' flags after the coefficient planes (C + 1 planes of coef_pitch(wl) x hl floats): a byte per
- * row and strip, row-major, 1 where coef_kernel found every window of the strip's outputs in that row flat (a = 0). */
-__host__ __device__ constexpr size_t coef_plane_floats(int wl, int hl)
-{
-    return (size_t)coef_pitch(wl) * (size_t)hl;
-}
-__device__ __forceinline__ uint8_t *coef_flags(float *ab, const mk_guided_plan_t &pl, int C)
-{
-    return (uint8_t *)(ab + (size_t)(C + 1) * coef_plane_floats(pl.wl, pl.hl));
 }
 
 /* coef_kernel's row: the window sums of every moment but the source's (sp, already summed) from the column sums
@@ -500,7 +475,7 @@ __device__ __forceinline__ void solve_row(const mk_guided_plan_t &pc, const int 
  * NARROW: narrow_r(pl.r), every window sum in 32 bits. */
 template <int C, bool REDUCED, bool NARROW, int RS = 0>
 __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
-                                                                float *__restrict__ ab, int flat_b_only)
+                                                                float *__restrict__ ab)
 {
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, KP = NM - C - 1; /* moment KP: the source */
     wait_previous_kernel(); /* s > 1: reduce_kernel's output */
@@ -516,8 +491,6 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
      * and x a multiple of 4 (r a multiple of 4: the strip's working columns start on one) */
     const int xl = st.x0 + kLaneCols * lane;
     const bool vec_store = kLaneCols * lane < outs && xl >= 0 && xl + kLaneCols <= pl.wl && xl % kLaneCols == 0;
-    const bool edge_lane = lane == 0 || kLaneCols * (lane + 1) >= outs || xl < kLaneCols ||
-                           xl + 2 * kLaneCols > pl.wl; /* always stores a (below) */
     const int wx = st.x0 - r + kLaneCols * lane; /* the lane's first working column */
     mk_guided_plan_t pc = pl; /* C known at compile time: the solve's branches fold */
     pc.C = C;
@@ -563,30 +536,15 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
     }
     const int step = st.dir, yfirst = step > 0 ? st.y0 : st.y1 - 1, ylast = step > 0 ? st.y1 : st.y0 - 1;
     const int de = step * r, dl = -step * (r + 1); /* the rows that enter and leave, relative to y */
-    uint8_t *flags = coef_flags(ab, pl, C);
-    const int strips = strip_count(r, pl.wl);
-    /* kept: v holds every moment's column sums; after more than r flat rows in a row only the source's are kept
-     * (the guide's moments are not needed there), and the others are summed again over the window at the next row
-     * that solves: 2r + 1 rows once instead of 2 per row (integers: the same sums) */
-    bool kept = true;
-    int idle = 0;
     for (int y = yfirst; y != ylast; y += step) {
         if (y != yfirst) {
             row_px<C, REDUCED> enter, leave;
-            if (kept) {
-                enter.fetch(in, pl, col, mk_px_reflect(y + de, pl.hl));
-                leave.fetch(in, pl, col, mk_px_reflect(y + dl, pl.hl));
+            enter.fetch(in, pl, col, mk_px_reflect(y + de, pl.hl));
+            leave.fetch(in, pl, col, mk_px_reflect(y + dl, pl.hl));
 #pragma unroll
-                for (int j = 0; j < kLaneCols; j++) {
-                    enter.template add_moments<1>(j, v[j]);
-                    leave.template add_moments<-1>(j, v[j]);
-                }
-            } else {
-                enter.fetch_src(in, col, mk_px_reflect(y + de, pl.hl));
-                leave.fetch_src(in, col, mk_px_reflect(y + dl, pl.hl));
-#pragma unroll
-                for (int j = 0; j < kLaneCols; j++)
-                    v[j][KP] += enter.pq[j] - leave.pq[j];
+            for (int j = 0; j < kLaneCols; j++) {
+                enter.template add_moments<1>(j, v[j]);
+                leave.template add_moments<-1>(j, v[j]);
             }
         }
         /* The source's window sums first: where every window of the warp's outputs holds one extreme source value
@@ -605,10 +563,7 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
             flat &= o >= outs || x < 0 || x >= pl.wl || sp[j] == lo_sum || sp[j] == hi_sum;
         }
         float a[NC][kLaneCols];
-        flat = __all_sync(kFull, flat);
-        if (lane == 0)
-            flags[(size_t)y * strips + st.strip] = flat; /* final_kernel skips a's planes in flat rows */
-        if (flat) {
+        if (__all_sync(kFull, flat)) {
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++) {
 #pragma unroll
@@ -616,38 +571,14 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
                     a[c][j] = 0.0f;
                 a[C][j] = mk_px_guided_b_flat(&pc, exact_f64s((int)sp[j]), kP0);
             }
-            kept = kept && ++idle <= r;
         } else {
-            idle = 0;
-            if (!kept) {
-#pragma unroll
-                for (int j = 0; j < kLaneCols; j++)
-#pragma unroll
-                    for (int k = 0; k < NM; k++)
-                        v[j][k] = 0;
-#pragma unroll 4
-                for (int i = -r; i <= r; i++) {
-                    row_px<C, REDUCED> p;
-                    p.fetch(in, pl, col, mk_px_reflect(y + i, pl.hl));
-#pragma unroll
-                    for (int j = 0; j < kLaneCols; j++)
-                        p.template add_moments<1>(j, v[j]);
-                }
-                kept = true;
-            }
             solve_row<C, NARROW, RS>(pc, v, sp, a);
         }
-        /* flat_b_only: a flat row stores b alone, final_kernel reads no a there (its lanes whose columns lie in flat
-         * strips; its bands fit kFlagRows), but for the strip's first and last four outputs and the image's first
-         * and last four columns: a final_kernel lane whose four columns straddle two strips (r % 4 != 0, or
-         * reflected at the right edge) reads them all when one of the strips is not flat */
-        const bool skip_a = flat && flat_b_only && !edge_lane;
         float *row = ab + (size_t)y * wp;
         if (vec_store) {
 #pragma unroll
             for (int c = 0; c < NC; c++)
-                if (c == C || !skip_a)
-                    *(float4 *)(row + c * plane + xl) = make_float4(a[c][0], a[c][1], a[c][2], a[c][3]);
+                *(float4 *)(row + c * plane + xl) = make_float4(a[c][0], a[c][1], a[c][2], a[c][3]);
         } else {
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++) {
@@ -655,8 +586,7 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
                 if (o < outs && x >= 0 && x < pl.wl)
 #pragma unroll
                     for (int c = 0; c < NC; c++)
-                        if (c == C || !skip_a)
-                            row[c * plane + x] = a[c][j];
+                        row[c * plane + x] = a[c][j];
             }
         }
     }
@@ -677,20 +607,8 @@ __device__ __forceinline__ void load_coef_plane(const float *row, const int col[
     }
 }
 
-/* coef_kernel's flags as final_kernel reads them: the strips s_lo .. s_hi hold the warp's working columns. */
-struct row_flags {
-    const uint8_t *f;
-    int strips, s_lo, s_hi;
-};
-
-/* final_kernel reads the flags of at most this many rows of its walk (a 64-bit mask, n + 2r rows): coef_kernel
- * stores no a in its flat rows only where final_kernel's bands fit. */
-const int kFlagRows = 64;
-
 /* final_kernel's walk down its strip. VEC: every lane of the warp loads its coefficients as float4 (a strip away
- * from the image's left and right edges); the choice is the warp's, so each instantiation has one kind of load.
- * Rows that coef_kernel flagged flat (a = 0 across the working columns) are read for b only, and where every row of
- * the window is flat, the output is b's mean alone: no a sums, no guide (a mask's inside and outside). */
+ * from the image's left and right edges); the choice is the warp's, so each instantiation has one kind of load. */
 template <int C, int MODE, bool VEC, int RS>
 __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_t &pl, const strip_t &st,
                                            const float *__restrict__ ab, const mk_mask_out_t &out,
@@ -704,69 +622,31 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
     int col[kLaneCols];
     double v[kLaneCols][NC]; /* sums over rows y - r .. y + r of a_0..a_{C-1}, b at column col[j] */
     const int wx = st.x0 - r + kLaneCols * lane; /* the lane's first working column, a multiple of 4 */
-    int cmin = pl.wl, cmax = 0;
 #pragma unroll
     for (int j = 0; j < kLaneCols; j++) {
         col[j] = mk_px_reflect(wx + j, pl.wl);
-        cmin = min(cmin, col[j]);
-        cmax = max(cmax, col[j]);
 #pragma unroll
         for (int c = 0; c < NC; c++)
             v[j][c] = 0.0;
     }
-    row_flags rf;
-    rf.f = coef_flags(const_cast<float *>(ab), pl, C);
-    rf.strips = strip_count(r, pl.wl);
-    rf.s_lo = (__reduce_min_sync(kFull, (unsigned)cmin) + strip_shift(r)) / outs;
-    rf.s_hi = (__reduce_max_sync(kFull, (unsigned)cmax) + strip_shift(r)) / outs;
-    /* v += SIGN x row yy's coefficients: b always, a unless the row is flat in every strip of the warp's columns
-     * (flat), or in the strips of the lane's own columns (mine: coef_kernel stores no a in flat rows) */
-    auto add_row = [&](int yy, bool flat, bool mine, auto sign) {
-        const float *row = ab + (size_t)yy * wp;
-#pragma unroll
-        for (int c = 0; c < NC; c++) {
-            if (c < C && flat)
-                continue;
-            float a[kLaneCols] = {};
-            if (c == C || !mine)
-                load_coef_plane<VEC>(row + c * plane, col, a);
-#pragma unroll
-            for (int j = 0; j < kLaneCols; j++)
-                v[j][c] = decltype(sign)::value > 0 ? v[j][c] + (double)a[j] : v[j][c] - (double)a[j];
-        }
-    };
-    const int step = st.dir, n = st.y1 - st.y0, yfirst = step > 0 ? st.y0 : st.y1 - 1;
-    /* flat: bit k for the k-th row of the walk's rows yfirst - step r, ..., yfirst + step (n - 1 + r) (the first
-     * window is bits 0..2r, row step i enters bit i + 2r and leaves bit i - 1), read at the start by the lanes at
-     * once; none where they would not fit 64 bits */
-    unsigned long long flat = 0, mine = 0; /* mine: the rows flat in the strips of the lane's own columns */
-    if (n + 2 * r <= kFlagRows) {
-        const int base = yfirst - step * r;
-        const int yl = mk_px_reflect(base + step * lane, pl.hl), yh = mk_px_reflect(base + step * (lane + 32), pl.hl);
-        const int m_lo = (cmin + strip_shift(r)) / outs, m_hi = (cmax + strip_shift(r)) / outs;
-        flat = mine = ~0ULL;
-        for (int s = rf.s_lo; s <= rf.s_hi; s++) {
-            const bool lo = lane < n + 2 * r && __ldg(rf.f + (size_t)yl * rf.strips + s) != 0;
-            const bool hi = lane + 32 < n + 2 * r && __ldg(rf.f + (size_t)yh * rf.strips + s) != 0;
-            const unsigned long long m =
-                (unsigned long long)__ballot_sync(kFull, lo) | (unsigned long long)__ballot_sync(kFull, hi) << 32;
-            flat &= m;
-            mine &= s >= m_lo && s <= m_hi ? m : ~0ULL;
-        }
-    }
-    auto is_flat = [&](int k) { return (flat >> k & 1) != 0; };
-    auto is_mine = [&](int k) { return (mine >> k & 1) != 0; };
     const int rw = RS > 0 ? RS : r; /* as in coef_kernel */
     /* the warps walk in pairs around a centre row c = the down walker's y0 = the up walker's y1: the down walker
      * sums rows c .. c + r - 1, the up walker c - r .. c - 1, they swap those r-row sums through xch, and each adds
      * its own last row (c + r, c - r - 1): one warm-up of 2r + 1 rows for two warps (session 24: 1080p colour
-     * 91.1-91.5 -> 86.1 us; the warm-up was a sixth of the instructions and a third of the stalls). A walker's own
-     * rows are bits r .. 2r - 1 of flat, its last row bit 2r. */
+     * 91.1-91.5 -> 86.1 us; the warm-up was a sixth of the instructions and a third of the stalls) */
     const int w0 = st.dir > 0 ? st.y0 : st.y1 - rw;
 #pragma unroll 4
-    for (int i = 0; i < rw; i++)
-        add_row(mk_px_reflect(w0 + i, pl.hl), is_flat(step > 0 ? rw + i : 2 * rw - 1 - i),
-                is_mine(step > 0 ? rw + i : 2 * rw - 1 - i), std::integral_constant<int, 1>());
+    for (int i = 0; i < rw; i++) {
+        const float *row = ab + (size_t)mk_px_reflect(w0 + i, pl.hl) * wp;
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            float a[kLaneCols];
+            load_coef_plane<VEC>(row + c * plane, col, a);
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                v[j][c] += (double)a[j];
+        }
+    }
     {
         const int own = st.dir > 0 ? 1 : 0; /* xch: [0 up walker, 1 down walker][NC * kLaneCols][kWarp] */
 #pragma unroll
@@ -775,30 +655,24 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
             for (int j = 0; j < kLaneCols; j++)
                 xch[((own * NC + c) * kLaneCols + j) * kWarp + lane] = v[j][c];
         asm volatile("bar.sync %0, %1;" ::"r"(1 + (int)threadIdx.x / (2 * kWarp)), "r"(2 * kWarp) : "memory");
+        const float *row = ab + (size_t)mk_px_reflect(st.dir > 0 ? st.y0 + rw : st.y1 - rw - 1, pl.hl) * wp;
 #pragma unroll
-        for (int c = 0; c < NC; c++)
+        for (int c = 0; c < NC; c++) {
+            float a[kLaneCols];
+            load_coef_plane<VEC>(row + c * plane, col, a);
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++)
-                v[j][c] = xch[(c * kLaneCols + j) * kWarp + lane] + xch[((NC + c) * kLaneCols + j) * kWarp + lane];
-        add_row(mk_px_reflect(st.dir > 0 ? st.y0 + rw : st.y1 - rw - 1, pl.hl), is_flat(2 * rw), is_mine(2 * rw),
-                std::integral_constant<int, 1>());
-    }
-    int busy = flat ? 2 * r + 1 - __popcll(flat & ((2ULL << (2 * r)) - 1)) : 2 * r + 1; /* rows not flat */
-    for (int i = 0; i < n; i++) {
-        const int y = yfirst + step * i;
-        if (i > 0) {
-            const bool e = is_flat(i + 2 * r), l = is_flat(i - 1);
-            busy += (int)!e - (int)!l;
-            add_row(mk_px_reflect(y + step * r, pl.hl), e, is_mine(i + 2 * r), std::integral_constant<int, 1>());
-            add_row(mk_px_reflect(y - step * (r + 1), pl.hl), l, is_mine(i - 1), std::integral_constant<int, -1>());
+                v[j][c] = (xch[(c * kLaneCols + j) * kWarp + lane] + xch[((NC + c) * kLaneCols + j) * kWarp + lane]) +
+                          (double)a[j];
         }
-        /* settled: a = 0 over the whole window (the sums of a are zero but for rounding left by rows gone), q is b's
-         * mean: g = 0 gives it exactly (+0 products), without the guide (skipping the sums of a too costs spills) */
-        const bool settled = busy == 0;
+    }
+    const int n = st.y1 - st.y0, step = st.dir;
+    for (int i = 0; i < n; i++) {
+        const int y = step > 0 ? st.y0 + i : st.y1 - 1 - i;
         /* s = 1: the row's guide pixels, loaded with the coefficients (not after the sums) so that their latency
          * overlaps; columns outside the image read its first or last pixel and are not written. */
-        int g[kLaneCols][3] = {};
-        if (MODE == 0 && !settled) {
+        int g[kLaneCols][3];
+        if constexpr (MODE == 0) {
             const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++) {
@@ -806,6 +680,19 @@ __device__ __forceinline__ void final_walk(const in_t &in, const mk_guided_plan_
 #pragma unroll
                 for (int c = 0; c < C; c++)
                     g[j][c] = __ldg(grow + (size_t)x * C + c);
+            }
+        }
+        if (i > 0) {
+            const float *re = ab + (size_t)mk_px_reflect(y + step * r, pl.hl) * wp;
+            const float *rl = ab + (size_t)mk_px_reflect(y - step * (r + 1), pl.hl) * wp;
+#pragma unroll
+            for (int c = 0; c < NC; c++) {
+                float e[kLaneCols], l[kLaneCols];
+                load_coef_plane<VEC>(re + c * plane, col, e);
+                load_coef_plane<VEC>(rl + c * plane, col, l);
+#pragma unroll
+                for (int j = 0; j < kLaneCols; j++)
+                    v[j][c] += (double)e[j] - (double)l[j];
             }
         }
         double s[NC][kLaneCols];
@@ -1489,8 +1376,7 @@ int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float
     if ((rc = strip_bands<coef_kernel<C, false, NARROW, RS>>(ctx, pl, &bc, true)) ||
         (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf, true)))
         return rc;
-    coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab,
-                                                                           bf.rows + 2 * pl.r <= kFlagRows);
+    coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
     if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0, RS>, in, pl, bf.rows, (const float *)ab, out,
@@ -1521,12 +1407,9 @@ int strip_path(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float 
                      : strip_bands<coef_kernel<C, true, false>>(ctx, pl, &bc, true)) ||
         (rc = strip_bands<final_kernel<C, 1>>(ctx, pl, &bf, true)))
         return rc;
-    const int b_only = bf.rows + 2 * pl.r <= kFlagRows;
     if ((rc = launch_reduce<C>(s, in, pl, rg)) ||
-        (rc = narrow ? launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, true>, work, pl, bc.rows, ab,
-                                    b_only)
-                     : launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, false>, work, pl, bc.rows, ab,
-                                    b_only)))
+        (rc = narrow ? launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, true>, work, pl, bc.rows, ab)
+                     : launch_after(s, bc.blocks, kStripThreads, coef_kernel<C, true, false>, work, pl, bc.rows, ab)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 1>, in, pl, bf.rows, (const float *)ab, out,
                         means);
@@ -1571,8 +1454,7 @@ int run(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, const mk_mask
     const bool strips = pl.r <= kRMax, fast = pl.s > 1;
     const size_t npx = (size_t)pl.wl * pl.hl, plane = ((size_t)pl.wl + 1) * ((size_t)pl.hl + 1);
     /* the strip kernels' planes (rows padded to a multiple of 4 floats) or the tables' interleaved a, b */
-    const size_t coef_bytes = align256((size_t)coef_pitch(pl.wl) * pl.hl * NC * sizeof(float) +
-                                       (strips ? (size_t)strip_count(pl.r, pl.wl) * pl.hl : 0)); /* + coef_flags */
+    const size_t coef_bytes = align256((size_t)coef_pitch(pl.wl) * pl.hl * NC * sizeof(float));
     const size_t off_means = coef_bytes, off_more = off_means + (fast ? coef_bytes : 0);
     /* then the reduced guide (strip kernels, s > 1) or the summed-area tables */
     const size_t off_sat2 = off_more + (strips ? 0 : align256(NM * plane * sizeof(long long)));
