@@ -2,6 +2,9 @@
 # session 25, fourth call: ncu source counters (--set full) of the kept strip kernels (flat: coef_kernel in pairs,
 # flat rows skip the solve) on the 1080p person1 photo, its grey levels as the source (gray) and its ground-truth
 # mask (mask); SASS csv per report for the per-loop-body summary (ncu_classes.txt, made here afterwards).
+# Before that, the load-balance question: flat with twice the bands (band-pct-switch.diff, coef 200 %, both 200 %)
+# against flat, bench guided 1080p, two runs each (if the mask's flat rows only shorten the warps that were not
+# the slowest, shorter bands should gain on the mask and lose on the photo).
 set -u
 T=${TAG:-s25d}; O=/tmp/res/$T; mkdir -p $O
 left() { [ $SECONDS -lt $1 ]; }
@@ -13,8 +16,24 @@ OUT=$O bash tests/bench/device.sh none > $O/build.txt 2>&1; grep -E "error|FAILE
 echo "built at ${SECONDS}s" | tee -a $S
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $O/gpu.txt >> $S
 V=.device/var M=build-gpu/clients/masktool
+mkdir -p /tmp/bin; cp $M /tmp/bin/flat
+F=kernels/cuda/guided_cuda.cu
+patch -s -p1 < .device/pct.diff
+for v in C200 B200; do
+  sed -i "s/^#define MK_PCT_C .*/#define MK_PCT_C 200/; s/^#define MK_PCT_F .*/#define MK_PCT_F $([ $v = B200 ] && echo 200 || echo 100)/" $F
+  ninja -C build-gpu clients/masktool > $O/build_$v.log 2>&1 && cp $M /tmp/bin/$v
+done
+patch -s -R -p1 < .device/pct.diff; ninja -C build-gpu clients/masktool > $O/build_back.log 2>&1
+gs() { python3 -c 'import json,sys
+for x in json.load(open(sys.argv[2]))["results"]:
+  print(sys.argv[1], x["size"], x.get("src_format"), x.get("variant"), x["median_us"], x.get("pipelined_us"))' "$@"; }
+for rep in 1 2; do for v in flat C200 B200; do
+  left 200 && [ -x /tmp/bin/$v ] && timeout 40 /tmp/bin/$v bench guided --sizes 1920x1080 > $O/g_$v.$rep.json 2>/dev/null && gs $v $O/g_$v.$rep.json
+done; done > $O/bench_summary.txt
+grep full $O/bench_summary.txt | sort -k2,2 -k4,4 -k3,3 -k1,1 >> $S
+echo "bench at ${SECONDS}s" | tee -a $S
 for src in gray mask; do
-  left 300 || break
+  left 330 || break
   timeout 120 ncu --clock-control none --kernel-name regex:"coef_kernel|final_kernel" --set full --import-source yes \
     -o $O/g_$src $M guided --guide $V/p1_1080.png --src $V/p1_1080_$src.png --radius 8 --eps 1e-4 -o /tmp/o.f32 \
     > $O/ncu_run_$src.log 2>&1
