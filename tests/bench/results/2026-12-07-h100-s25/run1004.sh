@@ -28,13 +28,13 @@ gs() { python3 -c 'import json,sys
 for x in json.load(open(sys.argv[2]))["results"]:
   print(sys.argv[1], x["size"], x.get("src_format"), x.get("variant"), x["median_us"], x.get("pipelined_us"))' "$@"; }
 for rep in 1 2; do for v in flat C200 B200; do
-  left 200 && [ -x /tmp/bin/$v ] && timeout 40 /tmp/bin/$v bench guided --sizes 1920x1080 > $O/g_$v.$rep.json 2>/dev/null && gs $v $O/g_$v.$rep.json
+  left 150 && [ -x /tmp/bin/$v ] && timeout 40 /tmp/bin/$v bench guided --sizes 1920x1080 > $O/g_$v.$rep.json 2>/dev/null && gs $v $O/g_$v.$rep.json
 done; done > $O/bench_summary.txt
 grep full $O/bench_summary.txt | sort -k2,2 -k4,4 -k3,3 -k1,1 >> $S
 echo "bench at ${SECONDS}s" | tee -a $S
 for src in gray mask; do
-  left 330 || break
-  timeout 120 ncu --clock-control none --kernel-name regex:"coef_kernel|final_kernel" --set full --import-source yes \
+  left 160 || break
+  timeout 60 ncu --clock-control none --kernel-name regex:"coef_kernel|final_kernel" --set full --import-source yes \
     -o $O/g_$src $M guided --guide $V/p1_1080.png --src $V/p1_1080_$src.png --radius 8 --eps 1e-4 -o /tmp/o.f32 \
     > $O/ncu_run_$src.log 2>&1
   tail -2 $O/ncu_run_$src.log >> $S
