@@ -282,7 +282,8 @@ static int guided_mask_inputs(int w, int h, mk_image_t *bgr, mk_image_t *gray, m
     int rc = mk_ctx_create(MK_BACKEND_CPU, &cpu);
     for (int k = 0; k < 3 && !rc; k++) {
         *out[k] = mk_image_desc(w, h, fmt[k], MK_U8);
-        if (!(rc = mk_imageio_load(k < 2 ? img : gt, fmt[k], &in[k])) && !(rc = mk_image_alloc(NULL, out[k], MK_MEM_HOST)))
+        if (!(rc = mk_imageio_load(k < 2 ? img : gt, fmt[k], &in[k])) &&
+            !(rc = mk_image_alloc(NULL, out[k], MK_MEM_HOST)))
             rc = mk_resize_bilinear(cpu, &in[k], out[k]);
         mk_image_free(NULL, &in[k]);
     }
@@ -370,7 +371,8 @@ static int bench_guided_one(mk_ctx_t *ctx, const mk_image_t *guide_h, const mk_i
         cJSON_AddStringToObject(o, "variant", variant);
         cJSON_AddStringToObject(o, "src_format", guide_h->channels == 3 ? "bgr" : "gray");
         cJSON_AddStringToObject(o, "size", size);
-        cJSON_AddStringToObject(o, "source", fast ? "u8 mask at 1/4" : mask ? "u8 object mask (grabcut person1 gt)" : "f32");
+        cJSON_AddStringToObject(o, "source",
+                                fast ? "u8 mask at 1/4" : mask ? "u8 object mask (grabcut person1 gt)" : "f32");
         cJSON_AddStringToObject(o, "output", fast ? "u8 binary (q > 0.5)" : "f32 soft");
         cJSON_AddNumberToObject(o, "eps", GUIDED_EPS);
         cJSON_AddNumberToObject(o, "runs", runs);

@@ -585,8 +585,10 @@ static void test_flat_windows(void **state)
     mk_image_t guide = tu_random_image(8, 90, 70, MK_FMT_BGR), src = u8_image(90, 70), got = f32_image(90, 70);
     for (int y = 0; y < 70; y++)
         for (int x = 0; x < 90; x++)
-            ((uint8_t *)mk_image_row(&src, 0, y))[x] =
-                (x - 30) * (x - 30) + (y - 30) * (y - 30) < 400 || (x - 70) * (x - 70) + (y - 50) * (y - 50) < 100 ? 255 : 0;
+            ((uint8_t *)mk_image_row(&src, 0, y))[x] = (x - 30) * (x - 30) + (y - 30) * (y - 30) < 400 ||
+                                                                  (x - 70) * (x - 70) + (y - 50) * (y - 50) < 100
+                                                              ? 255
+                                                              : 0;
     double *want = ref_guided(&guide, &src, 8, 1e-4);
     TU_OK(mk_guided_filter(tu_cpu, &guide, &src, &got, 8, 1e-4, 0));
     double d = max_diff(&got, want);
