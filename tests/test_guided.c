@@ -285,6 +285,16 @@ static double max_diff(const mk_image_t *got, const double *want)
     return m;
 }
 
+/* The CPU filter of src under guide (into got) against the brute force: the largest difference. */
+static double brute_force_diff(const mk_image_t *guide, const mk_image_t *src, mk_image_t *got, int r, double eps)
+{
+    double *want = ref_guided(guide, src, r, eps);
+    TU_OK(mk_guided_filter(tu_cpu, guide, src, got, r, eps, 0));
+    double d = max_diff(got, want);
+    free(want);
+    return d;
+}
+
 static void assert_all_finite(const mk_image_t *img, const char *what)
 {
     for (int y = 0; y < img->height; y++)
@@ -408,12 +418,9 @@ static void test_real_crop_brute_force(void **state)
         for (int x = 0; x < w; x++)
             ((uint8_t *)mk_image_row(&src, 0, y))[x] =
                 (uint8_t)lrint(255.0 * fmin(fmax(px_f(&fsrc, cx + x, cy + y), 0.0), 1.0));
-    double *want = ref_guided(&guide, &src, 8, 1e-4);
-    TU_OK(mk_guided_filter(tu_cpu, &guide, &src, &got, 8, 1e-4, 0));
-    double d = max_diff(&got, want);
+    double d = brute_force_diff(&guide, &src, &got, 8, 1e-4);
     print_message("person1 crop r=8 eps=1e-4 vs brute force: %.3g\n", d);
     assert_true(d <= 1e-5);
-    free(want);
     mk_image_free(NULL, &full);
     mk_image_free(NULL, &fsrc);
     mk_image_free(NULL, &src);
@@ -445,13 +452,10 @@ static void test_solve_accuracy(void **state)
                         }
                     }
                 }
-            double *want = ref_guided(&guide, &src, 8, 1e-4);
-            TU_OK(mk_guided_filter(tu_cpu, &guide, &src, &got, 8, 1e-4, 0));
-            double d = max_diff(&got, want);
+            double d = brute_force_diff(&guide, &src, &got, 8, 1e-4);
             print_message("guided: %s%s r=8 eps=1e-4 vs brute force: max |diff| %.3g\n", names[i],
                           grey ? " near-grey" : "", d);
             assert_true(d <= 1e-5);
-            free(want);
         }
         mk_image_free(NULL, &guide);
         mk_image_free(NULL, &src);
@@ -478,14 +482,11 @@ static void test_random_brute_force(void **state)
                 int f32 = tu_rand_int(&r, 0, 1);
                 mk_image_t guide = tu_random_image(tu_rand(&r), w, h, C == 1 ? MK_FMT_GRAY : MK_FMT_BGR);
                 mk_image_t src = random_src(&r, w, h, f32), got = f32_image(w, h);
-                double *want = ref_guided(&guide, &src, radius, eps);
-                TU_OK(mk_guided_filter(tu_cpu, &guide, &src, &got, radius, eps, 0));
-                double d = max_diff(&got, want);
+                double d = brute_force_diff(&guide, &src, &got, radius, eps);
                 if (d > 1e-5)
                     fail_msg("%dx%d C=%d r=%d eps=%g %s: max |diff| %g from the brute force", w, h, C, radius, eps,
                              f32 ? "f32" : "u8", d);
                 worst = d > worst ? d : worst;
-                free(want);
                 mk_image_free(NULL, &guide);
                 mk_image_free(NULL, &src);
                 mk_image_free(NULL, &got);
@@ -589,12 +590,9 @@ static void test_flat_windows(void **state)
                                                                   (x - 70) * (x - 70) + (y - 50) * (y - 50) < 100
                                                               ? 255
                                                               : 0;
-    double *want = ref_guided(&guide, &src, 8, 1e-4);
-    TU_OK(mk_guided_filter(tu_cpu, &guide, &src, &got, 8, 1e-4, 0));
-    double d = max_diff(&got, want);
+    double d = brute_force_diff(&guide, &src, &got, 8, 1e-4);
     print_message("guided: a binary mask, r=8 eps=1e-4 vs brute force: max |diff| %.3g\n", d);
     assert_true(d <= 1e-5);
-    free(want);
     mk_image_free(NULL, &guide);
     mk_image_free(NULL, &src);
     mk_image_free(NULL, &got);
