@@ -403,19 +403,23 @@ template <int C, bool REDUCED> struct row_px {
     }
 };
 
-/* Asks L2 for the rows y0 .. y1 - 1 (reflected) of the guide and the source at the lane's first working column c0:
- * the lines of the band's whole input are requested at the start, without registers, instead of one row step at a
- * time as the walk reaches them (session 24: 1080p colour -2.5 us; every warp's 17-row warm-up starts at once, a
- * burst of loads from DRAM). */
+/* Asks L2 for the rows y0 .. y1 - 1 of the guide and the source at the lane's first working column c0: the lines
+ * of the band's whole input are requested at the start, without registers, instead of one row step at a time as
+ * the walk reaches them (session 24: 1080p colour -2.5 us; every warp's 17-row warm-up starts at once, a burst of
+ * loads from DRAM). Rows outside the image are left out: they reflect onto the first or last r rows, which the
+ * pair's ranges hold (a hint only: a row missed is read from DRAM when the walk reaches it). Session 26: rows
+ * clamped, addresses stepped, the pair's range split between its walkers: 720p 1-8 % faster, 1080p the same. */
 template <int C, bool REDUCED>
 __device__ __forceinline__ void prefetch_rows(const in_t &in, const mk_guided_plan_t &pl, int c0, int y0, int y1)
 {
+    y0 = max(y0, 0);
+    y1 = min(y1, pl.hl);
+    const size_t gp = REDUCED ? (size_t)pl.wl * sizeof(unsigned) : in.gpitch;
+    const char *g = REDUCED ? (const char *)(in.rguide + (size_t)y0 * pl.wl + c0)
+                            : (const char *)(in.guide + (size_t)y0 * in.gpitch + (size_t)c0 * C);
+    const char *q = (const char *)in.src + (size_t)y0 * in.spitch + (size_t)c0 * (in.src_f32 ? 4 : 1);
 #pragma unroll 1
-    for (int y = y0; y < y1; y++) {
-        const int yy = mk_px_reflect(y, pl.hl);
-        const void *g = REDUCED ? (const void *)(in.rguide + (size_t)yy * pl.wl + c0)
-                                : (const void *)(in.guide + (size_t)yy * in.gpitch + (size_t)c0 * C);
-        const void *q = (const char *)in.src + (size_t)yy * in.spitch + (size_t)c0 * (in.src_f32 ? 4 : 1);
+    for (int y = y0; y < y1; y++, g += gp, q += in.spitch) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(g));
         asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
     }
@@ -504,7 +508,9 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
         for (int k = 0; k < NM; k++)
             v[j][k] = 0;
     }
-    prefetch_rows<C, REDUCED>(in, pl, col[0], st.y0 - r, st.y1 + r);
+    /* the pair's input split at its centre: the up walker asks for rows y0 - r .. c - 1, the down walker for
+     * c .. y1 + r - 1 (each reads its own side first: its r warm-up rows and then its band) */
+    prefetch_rows<C, REDUCED>(in, pl, col[0], st.dir > 0 ? st.y0 : st.y0 - r, st.dir > 0 ? st.y1 + r : st.y1);
     /* in pairs as final_walk: each walker sums r rows beside the centre, they swap, each adds its last row */
     const int w0 = st.dir > 0 ? st.y0 : st.y1 - r;
 #pragma unroll 4
