@@ -461,7 +461,8 @@ __device__ __forceinline__ void solve_row(const mk_guided_plan_t &pc, const int 
         double S[NM];
 #pragma unroll
         for (int k = 0; k < NU; k++)
-            S[k] = exact_f64s((int)s32[k][j]);
+            S[k] = __int2double_rn((int)s32[k][j]); /* one I2F.F64 (XU) rather than exact_f64s's three issue slots:
+                                                     * session 28, 1080p colour -1 us (the XU pipe is 13 % busy here) */
         if constexpr (!NARROW) {
 #pragma unroll
             for (int k = 0; k < C; k++)
