@@ -116,6 +116,7 @@ struct in_t {
     size_t spitch;
     int src_f32;
     int g4; /* the guide's address and pitch are multiples of 4 bytes */
+    int svec; /* the source's address and pitch are multiples of 16 bytes (f32) or 4 (u8): a strip's row in vectors */
 };
 
 __host__ __device__ constexpr size_t align256(size_t n)
@@ -183,6 +184,7 @@ __device__ __forceinline__ double exact_f64(unsigned v)
  * a block take consecutive bands of one strip (strip_of). */
 struct strip_t {
     int x0, y0, y1;
+    int top; /* PAIR: the pair's first row (the up walker's y0) */
     int dir; /* final_kernel: +1 walks down from y0, -1 walks up from y1 - 1 */
 };
 
@@ -202,6 +204,7 @@ __device__ __forceinline__ bool strip_of(const mk_guided_plan_t &pl, int band_ro
         st.dir = (band & 1) ? 1 : -1;
         st.y0 = st.dir > 0 ? c : top;
         st.y1 = st.dir > 0 ? min(c + band_rows, pl.hl) : c;
+        st.top = top;
         return top < pl.hl; /* both walkers of a live pair take part in the swap, an empty one too */
     }
     st.y0 = band * band_rows;
@@ -396,6 +399,19 @@ template <int C, bool REDUCED> struct row_px {
         }
     }
 
+    /* ST: the row from the pair's staged rows (stage_in): gb the lane's guide bytes, sb its source words. */
+    __device__ __forceinline__ void fetch_st(const signed char *gb, const unsigned *sb)
+    {
+#pragma unroll
+        for (int j = 0; j < kLaneCols; j++)
+#pragma unroll
+            for (int c = 0; c < C; c++)
+                g[j][c] = gb[j * C + c];
+        const uint2 w = *(const uint2 *)sb;
+        pq[0] = (int)(w.x << 16) >> 16, pq[1] = (int)w.x >> 16;
+        pq[2] = (int)(w.y << 16) >> 16, pq[3] = (int)w.y >> 16;
+    }
+
     /* v += SIGN x the moments of column j (add_moments below). */
     template <int SIGN> __device__ __forceinline__ void add_moments(int j, int v[MK_GUIDED_NM(C)]) const
     {
@@ -422,6 +438,98 @@ __device__ __forceinline__ void prefetch_rows(const in_t &in, const mk_guided_pl
     for (int y = y0; y < y1; y++, g += gp, q += in.spitch) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(g));
         asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
+    }
+}
+
+/* coef_kernel's staged input (ST, session 29): the two walkers of a pair load the rows their bands read, R0 = top - r
+ * .. R0 + stage_rows - 1 (reflected into the image), into shared memory once, before their warm-up. A staged row is
+ * the guide's levels minus kG0 as signed bytes at the strip's 128 working columns, then the source's fixed point
+ * minus kP0 as int16 pairs. The walks read their two rows a step from there: shared loads at fixed offsets instead
+ * of global loads with an address per column, the shifts and the source's conversion done once per row instead of
+ * once per read (a row is read two or three times), and no L2 round trip inside a row step. */
+template <int C> __host__ __device__ constexpr int stage_row_bytes()
+{
+    return kStripCols * C + kStripCols * 2;
+}
+__host__ __device__ constexpr int stage_rows(int band_rows, int r)
+{
+    return 2 * band_rows + 2 * r + 1; /* the pair's two bands and r rows beyond each (an empty band reads row c + r) */
+}
+
+/* Rows own, own + 2, .. of a pair's n staged rows (own: 0 or 1, the walker). VEC: the strip's working columns lie
+ * inside the image, and rows are read in words (guide) and 16- or 4-byte vectors (f32 or u8 source); else each lane
+ * gathers its four reflected columns. L2 is asked for every row first; then the loads of kStageBatch rows are
+ * issued before their stores (session 29, 1080p colour: batches of 12 rows 84.7-86.1 us, of 8 86.4-86.9 and of 4
+ * without the L2 requests 85.8-86.9, against 86.5-88.0 for the unstaged kernel in the same call). */
+const int kStageBatch = 12;
+template <int C, bool VEC>
+__device__ __forceinline__ void stage_in(const in_t &in, const mk_guided_plan_t &pl, const int col[kLaneCols], int wx0,
+                                         int R0, int n, int own, unsigned char *sm)
+{
+    constexpr int RB = stage_row_bytes<C>(), GB = kStripCols * C, NB = VEC ? kStageBatch : 2; /* rows a batch */
+    const int lane = (int)threadIdx.x % kWarp;
+    if constexpr (VEC) { /* L2 asked for the walker's rows first (lanes 0-3: the guide's lines, 4-8: the source's) */
+        const int sb = kStripCols * (in.src_f32 ? 4 : 1), k = lane < 4 ? lane : lane - 4; /* a source row's bytes */
+        const size_t off = lane < 4 ? (size_t)wx0 * C + min(128 * k, GB - 1)
+                                    : (size_t)wx0 * (sb / kStripCols) + min(128 * k, sb - 1);
+        const char *base = lane < 4 ? (const char *)in.guide : (const char *)in.src;
+        const size_t pitch = lane < 4 ? in.gpitch : in.spitch;
+#pragma unroll 1
+        for (int i = own; i < n && lane < 9; i += 2)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (size_t)mk_px_reflect(R0 + i, pl.hl) * pitch + off));
+    }
+#pragma unroll 1
+    for (int i0 = own; i0 < n; i0 += 2 * NB) {
+        unsigned gw[NB][C];
+        int q[NB][kLaneCols];
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            const int y = mk_px_reflect(R0 + min(i0 + 2 * b, n - 1), pl.hl);
+            const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
+            const char *srow = (const char *)in.src + (size_t)y * in.spitch;
+            if constexpr (VEC) {
+                const unsigned *g = (const unsigned *)(grow + (size_t)wx0 * C);
+#pragma unroll
+                for (int k = 0; k < C; k++)
+                    gw[b][k] = __ldg(g + lane + kWarp * k) ^ 0x80808080u;
+                if (in.src_f32) {
+                    const float4 v = __ldg((const float4 *)(srow + (size_t)wx0 * sizeof(float)) + lane);
+                    q[b][0] = mk_px_src_q_f32(v.x) - kP0, q[b][1] = mk_px_src_q_f32(v.y) - kP0;
+                    q[b][2] = mk_px_src_q_f32(v.z) - kP0, q[b][3] = mk_px_src_q_f32(v.w) - kP0;
+                } else {
+                    const unsigned u = __ldg((const unsigned *)(srow + wx0) + lane);
+#pragma unroll
+                    for (int j = 0; j < kLaneCols; j++)
+                        q[b][j] = (int)((u >> (8 * j)) & 255u) * 257 - kP0;
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < C; k++)
+                    gw[b][k] = 0;
+#pragma unroll
+                for (int j = 0; j < kLaneCols; j++) {
+#pragma unroll
+                    for (int c = 0; c < C; c++) {
+                        const int o = j * C + c;
+                        gw[b][o / 4] |= ((unsigned)__ldg(grow + (size_t)col[j] * C + c) ^ 0x80u) << (8 * (o % 4));
+                    }
+                    q[b][j] = in.src_f32 ? mk_px_src_q_f32(__ldg((const float *)srow + col[j])) - kP0
+                                         : __ldg((const uint8_t *)srow + col[j]) * 257 - kP0;
+                }
+            }
+        }
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            const int i = i0 + 2 * b;
+            if (i >= n)
+                continue;
+            unsigned char *row = sm + (size_t)i * RB;
+#pragma unroll
+            for (int k = 0; k < C; k++)
+                ((unsigned *)row)[VEC ? lane + kWarp * k : C * lane + k] = gw[b][k];
+            *(uint2 *)(row + GB + 8 * lane) = make_uint2(((unsigned)q[b][0] & 0xffffu) | ((unsigned)q[b][1] << 16),
+                                                         ((unsigned)q[b][2] & 0xffffu) | ((unsigned)q[b][3] << 16));
+        }
     }
 }
 
@@ -477,16 +585,20 @@ __device__ __forceinline__ void solve_row(const mk_guided_plan_t &pc, const int 
 }
 
 /* coef_kernel: a warp's strip, its column sums walked down the band, the window sums of each row, the solve.
- * NARROW: narrow_r(pl.r), every window sum in 32 bits. */
-template <int C, bool REDUCED, bool NARROW, int RS = 0>
+ * NARROW: narrow_r(pl.r), every window sum in 32 bits. ST: the pair's input rows staged in shared memory first
+ * (stage_in; dynamic shared memory of kStripWarps / 2 x stage_rows x stage_row_bytes bytes). */
+template <int C, bool REDUCED, bool NARROW, int RS = 0, bool ST = false>
 __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guided_plan_t pl, int band_rows,
                                                                 float *__restrict__ ab)
 {
+    static_assert(!(ST && REDUCED), "staged rows: the full-resolution guide only");
     constexpr int NM = MK_GUIDED_NM(C), NC = C + 1, KP = NM - C - 1; /* moment KP: the source */
     wait_previous_kernel(); /* s > 1: reduce_kernel's output */
     allow_next_kernel();
     static_assert(kStripWarps % 2 == 0, "coef_kernel's warps walk in pairs");
-    __shared__ int xch_all[kStripWarps / 2][2 * NM * kLaneCols * kWarp];
+    /* ST: one half, the swap in two phases (the staged rows take the rest of the shared memory) */
+    __shared__ int xch_all[kStripWarps / 2][(ST ? 1 : 2) * NM * kLaneCols * kWarp];
+    extern __shared__ __align__(16) unsigned char stg[];
     strip_t st;
     if (!strip_of<true>(pl, band_rows, st))
         return;
@@ -509,36 +621,89 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
         for (int k = 0; k < NM; k++)
             v[j][k] = 0;
     }
-    /* the pair's input split at its centre: the up walker asks for rows y0 - r .. c - 1, the down walker for
-     * c .. y1 + r - 1 (each reads its own side first: its r warm-up rows and then its band) */
-    prefetch_rows<C, REDUCED>(in, pl, col[0], st.dir > 0 ? st.y0 : st.y0 - r, st.dir > 0 ? st.y1 + r : st.y1);
+    const int pair = (int)threadIdx.x / (2 * kWarp), R0 = st.top - r;
+    constexpr int RB = stage_row_bytes<C>(), GB = kStripCols * C;
+    unsigned char *sp = stg + (size_t)pair * stage_rows(band_rows, r) * RB;
+    if constexpr (ST) {
+        const int wx0 = st.x0 - r; /* the strip's first working column */
+        if (wx0 >= 0 && wx0 + kStripCols <= pl.wl && in.g4 && in.svec)
+            stage_in<C, true>(in, pl, col, wx0, R0, stage_rows(band_rows, r), st.dir > 0, sp);
+        else
+            stage_in<C, false>(in, pl, col, wx0, R0, stage_rows(band_rows, r), st.dir > 0, sp);
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + pair), "r"(2 * kWarp) : "memory");
+    } else {
+        /* the pair's input split at its centre: the up walker asks for rows y0 - r .. c - 1, the down walker for
+         * c .. y1 + r - 1 (each reads its own side first: its r warm-up rows and then its band) */
+        prefetch_rows<C, REDUCED>(in, pl, col[0], st.dir > 0 ? st.y0 : st.y0 - r, st.dir > 0 ? st.y1 + r : st.y1);
+    }
+    /* row y (unreflected) of the lane's columns */
+    auto fetch_row = [&](row_px<C, REDUCED> &p, int y) {
+        if constexpr (ST) {
+            const size_t o = (size_t)(y - R0) * RB;
+            p.fetch_st((const signed char *)sp + o + kLaneCols * C * lane, (const unsigned *)(sp + o + GB + 8 * lane));
+        } else {
+            p.fetch(in, pl, col, mk_px_reflect(y, pl.hl));
+        }
+    };
     /* in pairs as final_walk: each walker sums r rows beside the centre, they swap, each adds its last row */
     const int w0 = st.dir > 0 ? st.y0 : st.y1 - r;
 #pragma unroll 4
     for (int i = 0; i < r; i++) {
         row_px<C, REDUCED> p;
-        p.fetch(in, pl, col, mk_px_reflect(w0 + i, pl.hl));
+        fetch_row(p, w0 + i);
 #pragma unroll
         for (int j = 0; j < kLaneCols; j++)
             p.template add_moments<1>(j, v[j]);
     }
     {
-        int *xch = xch_all[(int)threadIdx.x / (2 * kWarp)];
-        const int own = st.dir > 0 ? 1 : 0; /* [0 up walker, 1 down walker][kLaneCols][NM][kWarp] */
+        int *xch = xch_all[pair];
+        if constexpr (ST) { /* [kLaneCols][NM][kWarp]: the up walker's sums, swapped by the down walker */
+            const bool down = st.dir > 0;
+            if (!down)
 #pragma unroll
-        for (int j = 0; j < kLaneCols; j++)
+                for (int j = 0; j < kLaneCols; j++)
 #pragma unroll
-            for (int k = 0; k < NM; k++)
-                xch[((own * kLaneCols + j) * NM + k) * kWarp + lane] = v[j][k];
-        asm volatile("bar.sync %0, %1;" ::"r"(1 + (int)threadIdx.x / (2 * kWarp)), "r"(2 * kWarp) : "memory");
-        row_px<C, REDUCED> p;
-        p.fetch(in, pl, col, mk_px_reflect(st.dir > 0 ? st.y0 + r : st.y1 - r - 1, pl.hl));
+                    for (int k = 0; k < NM; k++)
+                        xch[(j * NM + k) * kWarp + lane] = v[j][k];
+            asm volatile("bar.sync %0, %1;" ::"r"(1 + pair), "r"(2 * kWarp) : "memory");
+            if (down)
 #pragma unroll
-        for (int j = 0; j < kLaneCols; j++) {
+                for (int j = 0; j < kLaneCols; j++)
 #pragma unroll
-            for (int k = 0; k < NM; k++)
-                v[j][k] += xch[(((1 - own) * kLaneCols + j) * NM + k) * kWarp + lane]; /* integers: either order */
-            p.template add_moments<1>(j, v[j]);
+                    for (int k = 0; k < NM; k++) {
+                        const int e = (j * NM + k) * kWarp + lane, t = xch[e];
+                        xch[e] = v[j][k];
+                        v[j][k] += t;
+                    }
+            asm volatile("bar.sync %0, %1;" ::"r"(1 + pair), "r"(2 * kWarp) : "memory");
+            if (!down)
+#pragma unroll
+                for (int j = 0; j < kLaneCols; j++)
+#pragma unroll
+                    for (int k = 0; k < NM; k++)
+                        v[j][k] += xch[(j * NM + k) * kWarp + lane]; /* integers: either order */
+            row_px<C, REDUCED> p;
+            fetch_row(p, st.dir > 0 ? st.y0 + r : st.y1 - r - 1);
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+                p.template add_moments<1>(j, v[j]);
+        } else {
+            const int own = st.dir > 0 ? 1 : 0; /* [0 up walker, 1 down walker][kLaneCols][NM][kWarp] */
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++)
+#pragma unroll
+                for (int k = 0; k < NM; k++)
+                    xch[((own * kLaneCols + j) * NM + k) * kWarp + lane] = v[j][k];
+            asm volatile("bar.sync %0, %1;" ::"r"(1 + pair), "r"(2 * kWarp) : "memory");
+            row_px<C, REDUCED> p;
+            fetch_row(p, st.dir > 0 ? st.y0 + r : st.y1 - r - 1);
+#pragma unroll
+            for (int j = 0; j < kLaneCols; j++) {
+#pragma unroll
+                for (int k = 0; k < NM; k++)
+                    v[j][k] += xch[(((1 - own) * kLaneCols + j) * NM + k) * kWarp + lane]; /* integers: either order */
+                p.template add_moments<1>(j, v[j]);
+            }
         }
     }
     const int step = st.dir, yfirst = step > 0 ? st.y0 : st.y1 - 1, ylast = step > 0 ? st.y1 : st.y0 - 1;
@@ -546,8 +711,8 @@ __global__ void __launch_bounds__(kStripThreads, 3) coef_kernel(in_t in, mk_guid
     for (int y = yfirst; y != ylast; y += step) {
         if (y != yfirst) {
             row_px<C, REDUCED> enter, leave;
-            enter.fetch(in, pl, col, mk_px_reflect(y + de, pl.hl));
-            leave.fetch(in, pl, col, mk_px_reflect(y + dl, pl.hl));
+            fetch_row(enter, y + de);
+            fetch_row(leave, y + dl);
 #pragma unroll
             for (int j = 0; j < kLaneCols; j++) {
                 enter.template add_moments<1>(j, v[j]);
@@ -1373,17 +1538,73 @@ template <auto K> int strip_bands(const mk_ctx_t *ctx, const mk_guided_plan_t &p
     return 0;
 }
 
+/* Whether the staged coef_kernel K keeps per_sm blocks on an SM with bytes of staged rows per block (the answer for
+ * the last size asked is kept; the kernel is allowed the device's largest shared memory once). */
+template <auto K> int stage_fits(size_t bytes, int per_sm, bool *ok)
+{
+    static std::atomic<long long> last{-1}; /* bytes << 1 | fits */
+    static std::atomic<int> room{-1};       /* dynamic shared memory the kernel may ask for */
+    const long long l = last.load(std::memory_order_relaxed);
+    if (l >= 0 && (size_t)(l >> 1) == bytes) {
+        *ok = l & 1;
+        return 0;
+    }
+    int rc, m = room.load(std::memory_order_relaxed);
+    if (m < 0) {
+        int dev, optin;
+        cudaFuncAttributes fa;
+        if ((rc = MK_CUDA_CHECK(cudaGetDevice(&dev))) ||
+            (rc = MK_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev))) ||
+            (rc = MK_CUDA_CHECK(cudaFuncGetAttributes(&fa, K))))
+            return rc;
+        m = optin - (int)fa.sharedSizeBytes;
+        if ((rc = MK_CUDA_CHECK(cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, m))))
+            return rc;
+        room.store(m, std::memory_order_relaxed);
+    }
+    int v = 0;
+    if (bytes <= (size_t)m &&
+        (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, K, kStripThreads, bytes))))
+        return rc;
+    *ok = v >= per_sm;
+    last.store((long long)(bytes << 1) | (*ok ? 1 : 0), std::memory_order_relaxed);
+    return 0;
+}
+
 /* The full filter (s = 1) on the strip kernels: coef_kernel, then final_kernel as a dependent launch. */
 template <int C, bool NARROW, int RS>
 int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, const mk_mask_out_t &out)
 {
     cudaStream_t s = MK_STREAM(ctx);
     bands_t bc, bf;
-    int rc;
+    int rc, per_sm;
     if ((rc = strip_bands<coef_kernel<C, false, NARROW, RS>>(ctx, pl, &bc, true)) ||
-        (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf, true)))
+        (rc = strip_bands<final_kernel<C, 0, RS>>(ctx, pl, &bf, true)) ||
+        (rc = strip_blocks_per_sm<coef_kernel<C, false, NARROW, RS>>(&per_sm)))
         return rc;
-    coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
+    const size_t sbytes = (size_t)(kStripWarps / 2) * stage_rows(bc.rows, pl.r) * stage_row_bytes<C>();
+    bool staged = false;
+    /* Staged rows (stage_in) for colour guides where they fit beside the blocks the registers allow. Session 29 (H100,
+     * NOTES.md): 1080p colour photo 83.6 against 85.5-86.1 us, mask 74.6-74.8 against 75.5-76.1; 720p colour 0.4-0.6
+     * us slower (bands of 6 rows: most staged rows are read once). A grey guide's rows cost too little for the staging
+     * to pay: 720p 1-2 us slower, 1080p equal. */
+    if (C == 3 && (rc = stage_fits<coef_kernel<C, false, NARROW, RS, true>>(sbytes, per_sm, &staged)))
+        return rc;
+    if (staged) {
+        /* final_kernel asks for the same split of L1 and shared memory as the staged coef_kernel (from then on), so
+         * that an SM need not change its carveout, and drain, between the two */
+        static std::atomic<int> carve{0};
+        if (!carve.load(std::memory_order_relaxed)) {
+            if ((rc = MK_CUDA_CHECK(cudaFuncSetAttribute(final_kernel<C, 0, RS>,
+                                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                         (int)cudaSharedmemCarveoutMaxShared))))
+                return rc;
+            carve.store(1, std::memory_order_relaxed);
+        }
+        coef_kernel<C, false, NARROW, RS, true><<<bc.blocks, kStripThreads, sbytes, s>>>(in, pl, bc.rows, ab);
+    } else {
+        coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
+    }
     if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0, RS>, in, pl, bf.rows, (const float *)ab, out,
@@ -1501,7 +1722,8 @@ extern "C" int mk_guided_upsample_cuda(mk_ctx_t *ctx, const mk_image_t *guide, c
                                        mk_image_t *dst, const mk_guided_plan_t *pl, const mk_mask_t *m)
 {
     in_t in = {(const uint8_t *)guide->data, guide->pitch, nullptr, mask->data, mask->pitch, mask->dtype == MK_F32,
-               ((uintptr_t)guide->data | guide->pitch) % 4 == 0};
+               ((uintptr_t)guide->data | guide->pitch) % 4 == 0,
+               ((uintptr_t)mask->data | mask->pitch) % (mask->dtype == MK_F32 ? 16 : 4) == 0};
     mk_mask_out_t out = mk_mask_out(dst, m, pl->w, pl->h);
     return pl->C == 3 ? run<3>(ctx, in, *pl, out) : run<1>(ctx, in, *pl, out);
 }
