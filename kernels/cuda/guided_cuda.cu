@@ -38,6 +38,8 @@
 #include "mask_cuda.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 
 namespace {
 
@@ -1571,6 +1573,18 @@ template <auto K> int stage_fits(size_t bytes, int per_sm, bool *ok)
     return 0;
 }
 
+/* MASKD_GUIDED_STAGE=0 keeps coef_kernel unstaged for colour guides too: a measuring aid, and how the tests cover the
+ * unstaged colour kernels (tests/meson.build runs parity_guided both ways; otherwise they run only where the stage
+ * does not fit, in that test at radius 32). */
+bool stage_allowed()
+{
+    static const bool on = [] {
+        const char *e = getenv("MASKD_GUIDED_STAGE");
+        return !(e && !strcmp(e, "0"));
+    }();
+    return on;
+}
+
 /* The full filter (s = 1) on the strip kernels: coef_kernel, then final_kernel as a dependent launch. */
 template <int C, bool NARROW, int RS>
 int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float *ab, const mk_mask_out_t &out)
@@ -1588,7 +1602,8 @@ int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float
      * NOTES.md): 1080p colour photo 83.6 against 85.5-86.1 us, mask 74.6-74.8 against 75.5-76.1; 720p colour 0.4-0.6
      * us slower (bands of 6 rows: most staged rows are read once). A grey guide's rows cost too little for the staging
      * to pay: 720p 1-2 us slower, 1080p equal. */
-    if (C == 3 && (rc = stage_fits<coef_kernel<C, false, NARROW, RS, true>>(sbytes, per_sm, &staged)))
+    if (C == 3 && stage_allowed() &&
+        (rc = stage_fits<coef_kernel<C, false, NARROW, RS, true>>(sbytes, per_sm, &staged)))
         return rc;
     if (staged) {
         /* final_kernel asks for the same split of L1 and shared memory as the staged coef_kernel (from then on), so
