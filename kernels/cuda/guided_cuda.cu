@@ -1573,16 +1573,17 @@ template <auto K> int stage_fits(size_t bytes, int per_sm, bool *ok)
     return 0;
 }
 
-/* MASKD_GUIDED_STAGE=0 keeps coef_kernel unstaged for colour guides too: a measuring aid, and how the tests cover the
- * unstaged colour kernels (tests/meson.build runs parity_guided both ways; otherwise they run only where the stage
- * does not fit, in that test at radius 32). */
-bool stage_allowed()
+/* MASKD_GUIDED_STAGE: 0 keeps coef_kernel unstaged for colour guides too, 1 stages them wherever the stage fits
+ * (whatever the band height), unset or anything else the default rule (full_strips). Measuring aids, and how the tests
+ * reach both colour kernels on every path: tests/meson.build runs parity_guided three ways, since by the default rule
+ * most of its colour cases (small images: short bands) run unstaged. */
+int stage_mode()
 {
-    static const bool on = [] {
+    static const int mode = [] {
         const char *e = getenv("MASKD_GUIDED_STAGE");
-        return !(e && !strcmp(e, "0"));
+        return e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "1") ? 1 : 2;
     }();
-    return on;
+    return mode;
 }
 
 /* The full filter (s = 1) on the strip kernels: coef_kernel, then final_kernel as a dependent launch. */
@@ -1598,28 +1599,20 @@ int full_strips(mk_ctx_t *ctx, const in_t &in, const mk_guided_plan_t &pl, float
         return rc;
     const size_t sbytes = (size_t)(kStripWarps / 2) * stage_rows(bc.rows, pl.r) * stage_row_bytes<C>();
     bool staged = false;
-    /* Staged rows (stage_in) for colour guides where they fit beside the blocks the registers allow. Session 29 (H100,
-     * NOTES.md): 1080p colour photo 83.6 against 85.5-86.1 us, mask 74.6-74.8 against 75.5-76.1; 720p colour 0.4-0.6
-     * us slower (bands of 6 rows: most staged rows are read once). A grey guide's rows cost too little for the staging
-     * to pay: 720p 1-2 us slower, 1080p equal. */
-    if (C == 3 && stage_allowed() &&
+    /* Staged rows (stage_in) for colour guides, where a pair's two bands cover at least its 2r + 1 warm-up rows (so
+     * that most staged rows are read twice) and the stage fits beside the blocks the registers allow. Session 29
+     * (H100, NOTES.md): 1080p colour photo 83.6 against 85.5-86.1 us, mask 74.6-74.8 against 75.5-76.1. Session 30:
+     * 720p colour (bands of 6 rows) unstaged by the band rule 47.0-47.7 against 48.0-48.1 us staged; final_kernel
+     * asking for the staged kernel's shared-memory carveout made no difference (dropped). A grey guide's rows cost
+     * too little for the staging to pay: 720p 1-2 us slower, 1080p equal. */
+    const int mode = stage_mode();
+    if (C == 3 && mode && (mode == 1 || 2 * bc.rows >= 2 * pl.r + 1) &&
         (rc = stage_fits<coef_kernel<C, false, NARROW, RS, true>>(sbytes, per_sm, &staged)))
         return rc;
-    if (staged) {
-        /* final_kernel asks for the same split of L1 and shared memory as the staged coef_kernel (from then on), so
-         * that an SM need not change its carveout, and drain, between the two */
-        static std::atomic<int> carve{0};
-        if (!carve.load(std::memory_order_relaxed)) {
-            if ((rc = MK_CUDA_CHECK(cudaFuncSetAttribute(final_kernel<C, 0, RS>,
-                                                         cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                         (int)cudaSharedmemCarveoutMaxShared))))
-                return rc;
-            carve.store(1, std::memory_order_relaxed);
-        }
+    if (staged)
         coef_kernel<C, false, NARROW, RS, true><<<bc.blocks, kStripThreads, sbytes, s>>>(in, pl, bc.rows, ab);
-    } else {
+    else
         coef_kernel<C, false, NARROW, RS><<<bc.blocks, kStripThreads, 0, s>>>(in, pl, bc.rows, ab);
-    }
     if ((rc = MK_CUDA_LAUNCH_CHECK(coef_kernel)))
         return rc;
     return launch_after(s, bf.blocks, kStripThreads, final_kernel<C, 0, RS>, in, pl, bf.rows, (const float *)ab, out,

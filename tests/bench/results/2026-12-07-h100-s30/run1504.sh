@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# session 30, call 2: the tree (the stage rule by band height, no carveout for final_kernel, MASKD_GUIDED_STAGE=1):
+# the whole CUDA suite; bench guided 720p + 1080p round-robin against HEAD 3453fcc (final.diff reversed), 3 runs;
+# bench maxflow and bench grabcut of the tree, 2 runs.
+set -u
+T=${TAG:-s30b}; O=/tmp/res/$T; mkdir -p $O
+left() { [ $SECONDS -lt $1 ]; }
+S=$OUT/summary.txt
+fin() { tar czf $OUT/$T.tgz -C /tmp/res . ; }
+trap fin EXIT
+source .device/env.sh
+export MASKD_SOURCE_ROOT=$PWD MASKD_TEST_DATA SHARED_DATA
+OUT=$O bash tests/bench/device.sh none > $O/build.txt 2>&1; grep -E "error|FAILED|warning" $O/build.log | head -5; rm -f $O/setup.log
+echo "built at ${SECONDS}s" | tee -a $S
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $O/gpu.txt >> $S
+timeout 240 meson test -C build-gpu --no-rebuild --print-errorlogs --suite cuda > $O/test_tree.log 2>&1
+echo "tree suite rc=$?: $(grep -E "Ok:|Fail:|Timeout:" $O/test_tree.log | tr -s ' ' | tr '\n' ' ')" | tee -a $S
+grep -E "^ *[0-9]+/[0-9]+ " $O/test_tree.log | tee -a $S
+echo "suite done at ${SECONDS}s" | tee -a $S
+mkdir -p /tmp/bin; cp build-gpu/clients/masktool /tmp/bin/tree
+patch -s -R -p1 < .device/var30/final.diff || echo "head: patch failed" | tee -a $S
+ninja -C build-gpu clients/masktool > $O/build_head.log 2>&1; grep -E "error|warning" $O/build_head.log | head -5 | tee -a $S
+cp build-gpu/clients/masktool /tmp/bin/head
+patch -s -p1 < .device/var30/final.diff || echo "tree: re-patch failed" | tee -a $S
+echo "head built at ${SECONDS}s" | tee -a $S
+gs() { python3 -c 'import json,sys
+for x in json.load(open(sys.argv[2]))["results"]:
+  print(sys.argv[1], x["size"], x.get("src_format"), x.get("variant"), x["median_us"], x.get("pipelined_us"))' "$@"; }
+for rep in 1 2 3; do for v in head tree; do
+  left 450 && timeout 40 /tmp/bin/$v bench guided --sizes 1280x720,1920x1080 > $O/g_$v.$rep.json 2>/dev/null && gs $v $O/g_$v.$rep.json
+done; done > $O/bench_summary.txt
+grep -E "full|fast" $O/bench_summary.txt | sort -k2,2 -k4,4 -k3,3 -k1,1 >> $S
+echo "guided bench end at ${SECONDS}s" | tee -a $S
+sm() { python3 -c 'import json,sys
+for x in json.load(open(sys.argv[2]))["results"]:
+  print(sys.argv[1], x["op"], x["size"], x["median_us"], x.get("stages_us", ""), x.get("rounds", ""), x.get("global_relabels", ""))' "$@"; }
+for rep in 1 2; do
+  left 500 && timeout 60 /tmp/bin/tree bench maxflow --backend cuda --runs 30 --warmup 5 > $O/mf.$rep.json 2>/dev/null && sm tree $O/mf.$rep.json
+  left 520 && timeout 80 /tmp/bin/tree bench grabcut --backend cuda --sizes 320x240,416x416,640x480 --runs 20 --warmup 3 > $O/gc.$rep.json 2>/dev/null && sm tree $O/gc.$rep.json
+done > $O/gc_summary.txt
+cat $O/gc_summary.txt | cut -c1-200 >> $S
+echo "end at ${SECONDS}s" | tee -a $S
