@@ -460,10 +460,9 @@ __host__ __device__ constexpr int stage_rows(int band_rows, int r)
 
 /* Rows own, own + 2, .. of a pair's n staged rows (own: 0 or 1, the walker). VEC: the strip's working columns lie
  * inside the image, and rows are read in words (guide) and 16- or 4-byte vectors (f32 or u8 source); else each lane
- * gathers its four reflected columns as the unstaged walk does (row_px::fetch). L2 is asked for every row first; then
- * the loads of kStageBatch rows are issued before their stores (session 29, 1080p colour: batches of 12 rows
- * 84.7-86.1 us, of 8 86.4-86.9 and of 4 without the L2 requests 85.8-86.9, against 86.5-88.0 for the unstaged kernel
- * in the same call). */
+ * gathers its four reflected columns. L2 is asked for every row first; then the loads of kStageBatch rows are
+ * issued before their stores (session 29, 1080p colour: batches of 12 rows 84.7-86.1 us, of 8 86.4-86.9 and of 4
+ * without the L2 requests 85.8-86.9, against 86.5-88.0 for the unstaged kernel in the same call). */
 const int kStageBatch = 12;
 template <int C, bool VEC>
 __device__ __forceinline__ void stage_in(const in_t &in, const mk_guided_plan_t &pl, const int col[kLaneCols], int wx0,
@@ -488,9 +487,10 @@ __device__ __forceinline__ void stage_in(const in_t &in, const mk_guided_plan_t 
 #pragma unroll
         for (int b = 0; b < NB; b++) {
             const int y = mk_px_reflect(R0 + min(i0 + 2 * b, n - 1), pl.hl);
+            const uint8_t *grow = in.guide + (size_t)y * in.gpitch;
+            const char *srow = (const char *)in.src + (size_t)y * in.spitch;
             if constexpr (VEC) {
-                const char *srow = (const char *)in.src + (size_t)y * in.spitch;
-                const unsigned *g = (const unsigned *)(in.guide + (size_t)y * in.gpitch + (size_t)wx0 * C);
+                const unsigned *g = (const unsigned *)(grow + (size_t)wx0 * C);
 #pragma unroll
                 for (int k = 0; k < C; k++)
                     gw[b][k] = __ldg(g + lane + kWarp * k) ^ 0x80808080u;
@@ -504,18 +504,19 @@ __device__ __forceinline__ void stage_in(const in_t &in, const mk_guided_plan_t 
                     for (int j = 0; j < kLaneCols; j++)
                         q[b][j] = (int)((u >> (8 * j)) & 255u) * 257 - kP0;
                 }
-            } else { /* the walk's own gather (row_px::fetch), its shifted levels packed as bytes */
-                row_px<C, false> p;
-                p.fetch(in, pl, col, y);
+            } else {
 #pragma unroll
                 for (int k = 0; k < C; k++)
                     gw[b][k] = 0;
 #pragma unroll
                 for (int j = 0; j < kLaneCols; j++) {
 #pragma unroll
-                    for (int c = 0; c < C; c++)
-                        gw[b][(j * C + c) / 4] |= ((unsigned)p.g[j][c] & 0xffu) << (8 * ((j * C + c) % 4));
-                    q[b][j] = p.pq[j];
+                    for (int c = 0; c < C; c++) {
+                        const int o = j * C + c;
+                        gw[b][o / 4] |= ((unsigned)__ldg(grow + (size_t)col[j] * C + c) ^ 0x80u) << (8 * (o % 4));
+                    }
+                    q[b][j] = in.src_f32 ? mk_px_src_q_f32(__ldg((const float *)srow + col[j])) - kP0
+                                         : __ldg((const uint8_t *)srow + col[j]) * 257 - kP0;
                 }
             }
         }
