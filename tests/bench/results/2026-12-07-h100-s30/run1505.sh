@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# session 30, call 3: stage_in's edge gather through row_px::fetch (gather.diff, the tree): the whole CUDA suite;
+# bench guided 720p + 1080p against 455e4d5 (gather.diff reversed), 3 runs round-robin.
+set -u
+T=${TAG:-s30c}; O=/tmp/res/$T; mkdir -p $O
+left() { [ $SECONDS -lt $1 ]; }
+S=$OUT/summary.txt
+fin() { tar czf $OUT/$T.tgz -C /tmp/res . ; }
+trap fin EXIT
+source .device/env.sh
+export MASKD_SOURCE_ROOT=$PWD MASKD_TEST_DATA SHARED_DATA
+OUT=$O bash tests/bench/device.sh none > $O/build.txt 2>&1; grep -E "error|FAILED|warning" $O/build.log | head -5; rm -f $O/setup.log
+echo "built at ${SECONDS}s" | tee -a $S
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee $O/gpu.txt >> $S
+timeout 240 meson test -C build-gpu --no-rebuild --print-errorlogs --suite cuda > $O/test_tree.log 2>&1
+echo "tree suite rc=$?: $(grep -E "Ok:|Fail:|Timeout:" $O/test_tree.log | tr -s ' ' | tr '\n' ' ')" | tee -a $S
+grep -E "^ *[0-9]+/[0-9]+ " $O/test_tree.log | tee -a $S
+mkdir -p /tmp/bin; cp build-gpu/clients/masktool /tmp/bin/tree
+patch -s -R -p1 < .device/var30/gather.diff || echo "base: patch failed" | tee -a $S
+ninja -C build-gpu clients/masktool > $O/build_base.log 2>&1; grep -E "error|warning" $O/build_base.log | head -5 | tee -a $S
+cp build-gpu/clients/masktool /tmp/bin/base
+patch -s -p1 < .device/var30/gather.diff
+gs() { python3 -c 'import json,sys
+for x in json.load(open(sys.argv[2]))["results"]:
+  print(sys.argv[1], x["size"], x.get("src_format"), x.get("variant"), x["median_us"], x.get("pipelined_us"))' "$@"; }
+for rep in 1 2 3; do for v in base tree; do
+  left 450 && timeout 40 /tmp/bin/$v bench guided --sizes 1280x720,1920x1080 > $O/g_$v.$rep.json 2>/dev/null && gs $v $O/g_$v.$rep.json
+done; done > $O/bench_summary.txt
+grep full $O/bench_summary.txt | sort -k2,2 -k4,4 -k3,3 -k1,1 >> $S
+echo "end at ${SECONDS}s" | tee -a $S
