@@ -152,7 +152,7 @@ static double round_to(double v, double unit)
 static void grabcut_help(void)
 {
     puts("usage: masktool grabcut IMAGE --rect x1,y1,x2,y2 -o MASK.png [--iters N] [--labels | --binary]\n"
-         "                        [--energy] [--seed N] [--backend auto|cpu|cuda]\n"
+         "                        [--energy] [--seed N] [--reseed] [--backend auto|cpu|cuda]\n"
          "\n"
          "GrabCut (OpenCV's grabcut.cpp model: 5-component GMMs, gamma 50, lambda 450) of IMAGE from a rectangle.\n"
          "  IMAGE          JPEG, PNG, BMP or PNM (colour)\n"
@@ -164,6 +164,8 @@ static void grabcut_help(void)
          "                 0 background, 1 foreground, 2 probably background, 3 probably foreground)\n"
          "  --energy       add the max-flow value and the energy of the result to the JSON line\n"
          "  --seed N       k-means++ seed (default: MK_GC_SEED)\n"
+         "  --reseed       iterations after the first cluster their labels again by k-means instead of OpenCV's\n"
+         "                 assignment to the earlier components (mk_gc_params_t.reseed)\n"
          "Prints one JSON line: backend, size, the rectangle used, iterations, per-stage times (ms).");
 }
 
@@ -174,11 +176,12 @@ int mt_grabcut(int argc, char **argv)
         {"output", required_argument, 0, 'o'}, {"labels", no_argument, 0, 'l'},
         {"binary", no_argument, 0, 'B'},      {"energy", no_argument, 0, 'e'},
         {"seed", required_argument, 0, 'S'},  {"backend", required_argument, 0, 'b'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+        {"reseed", no_argument, 0, 'R'},      {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     const char *rect_s = NULL, *out_path = NULL, *backend = NULL;
     int labels = 0, energy = 0, c, x1, y1, x2, y2;
     mk_gc_params_t p = mk_gc_params_default();
-    while ((c = getopt_long(argc, argv, "r:i:o:lBeS:b:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "r:i:o:lBeS:b:Rh", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'r': rect_s = optarg; break;
@@ -203,6 +206,7 @@ int mt_grabcut(int argc, char **argv)
             }
             break;
         case 'b': backend = optarg; break;
+        case 'R': p.reseed = 1; break;
         case 'h': grabcut_help(); return 0;
         default: fprintf(stderr, "masktool grabcut: unknown option (see masktool grabcut --help)\n"); return 2;
         }
@@ -248,6 +252,7 @@ int mt_grabcut(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             cJSON_AddItemToArray(rr, cJSON_CreateNumber(used[i]));
         cJSON_AddNumberToObject(o, "iterations", p.iterations);
+        cJSON_AddBoolToObject(o, "reseed", p.reseed);
         cJSON_AddNumberToObject(o, "kmeans_ms", round_to(st.kmeans_us / 1e3, 1e-3));
         cJSON_AddNumberToObject(o, "gmm_ms", round_to(st.gmm_us / 1e3, 1e-3));
         cJSON_AddNumberToObject(o, "graph_ms", round_to(st.graph_us / 1e3, 1e-3));
@@ -373,7 +378,7 @@ static double iou_masks(const mk_image_t *a, const mk_image_t *b)
 static void score_help(void)
 {
     puts("usage: masktool grabcut-score [--data DIR] [--backend auto|cpu|cuda] [--iters N] [--seed N] [--out DIR]\n"
-         "                              [--scale S [--radius R] [--eps E]] [--json]\n"
+         "                              [--scale S [--radius R] [--eps E]] [--reseed] [--json]\n"
          "\n"
          "Runs GrabCut from each benchmark rectangle (DIR/grabcut: images, bboxes, gt; index.txt lists them) and\n"
          "scores the binary mask against the ground truth (IoU and error %, pixels of the 128 band excluded, as\n"
@@ -381,6 +386,7 @@ static void score_help(void)
          "over the whole image is shrunk as `masktool grabcut` does. Prints a table (or --json) with the means.\n"
          "  --data DIR   the shared data folder (default: $MASKD_TEST_DATA, else ../shared/data)\n"
          "  --seed N     k-means++ seed (default: MK_GC_SEED)\n"
+         "  --reseed     iterations after the first cluster their labels again by k-means (mk_gc_params_t.reseed)\n"
          "  --out DIR    also write each mask as DIR/NAME.png\n"
          "  --scale S    GrabCut on the image reduced S times (area averages, the rectangle scaled to the nearest\n"
          "               reduced pixel), then the fast guided filter back to full resolution against the image\n"
@@ -395,14 +401,14 @@ int mt_grabcut_score(int argc, char **argv)
         {"iters", required_argument, 0, 'i'}, {"out", required_argument, 0, 'o'},
         {"json", no_argument, 0, 'j'},        {"seed", required_argument, 0, 'S'},
         {"scale", required_argument, 0, 's'}, {"radius", required_argument, 0, 'r'},
-        {"eps", required_argument, 0, 'e'},   {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"eps", required_argument, 0, 'e'},   {"reseed", no_argument, 0, 'R'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *env = getenv("MASKD_TEST_DATA");
     const char *data = env ? env : "../shared/data", *backend = NULL, *out_dir = NULL;
     int json = 0, c, scale = 1, radius = 8;
     double eps = 1e-4;
     mk_gc_params_t p = mk_gc_params_default();
-    while ((c = getopt_long(argc, argv, "d:b:i:o:jS:s:r:e:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:b:i:o:jS:s:r:e:Rh", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'd': data = optarg; break;
@@ -445,6 +451,7 @@ int mt_grabcut_score(int argc, char **argv)
                 return 2;
             }
             break;
+        case 'R': p.reseed = 1; break;
         case 'h': score_help(); return 0;
         default: fprintf(stderr, "masktool grabcut-score: unknown option (see --help)\n"); return 2;
         }
@@ -475,6 +482,7 @@ int mt_grabcut_score(int argc, char **argv)
     cJSON_AddStringToObject(doc, "data", data);
     cJSON_AddNumberToObject(doc, "iterations", p.iterations);
     cJSON_AddNumberToObject(doc, "seed", (double)p.seed);
+    cJSON_AddBoolToObject(doc, "reseed", p.reseed);
     cJSON_AddNumberToObject(doc, "scale", scale);
     if (scale > 1) {
         cJSON_AddNumberToObject(doc, "guided_radius", radius);

@@ -82,6 +82,7 @@ struct mk_config {
         double keyframe_iou;
         int warm_start;
         int key_iterations;
+        int reseed;
     } grabcut;
     struct {
         int radius;

@@ -223,6 +223,7 @@ static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_i
     mk_gc_params_t gp = mk_gc_params_default();
     gp.iterations = cfg->grabcut.iterations;
     gp.warm_start = cfg->grabcut.warm_start;
+    gp.reseed = cfg->grabcut.reseed;
     mk_gc_model_t model;
     int kind = gc_decide(c, frame, frame_box, cfg, &model);
     if (keyframe)
@@ -243,7 +244,18 @@ static int grabcut_run(mk_cut_t *c, mk_cut_work_t *w, uint64_t frame, const mk_i
                 gc_refined(c, rc, NULL);
             return rc;
         }
-        if (kind == GC_REFINE) {
+        if (kind == GC_REFINE && gp.reseed) {
+            /* the cut, then the next model from a k-means of its labels (mk_gc_params_t.reseed's iteration); a
+             * class the cut emptied leaves nothing to cluster, and the refinements stop (gc_refined) */
+            mk_gc_model_t learnt;
+            mk_gc_params_t p0 = gp;
+            p0.iterations = 0;
+            int lrc = MK_EINVAL;
+            rc = mk_grabcut_cut(w->ctx, &w->small, &w->labels, &model, &gp, NULL);
+            if (!rc && (lrc = mk_grabcut(w->ctx, &w->small, &w->labels, NULL, &p0, &learnt, NULL)))
+                MK_LOG_RL(60000, MK_LOG_INFO, "grabcut: refinement: %s: the model stays", mk_err_msg());
+            gc_refined(c, lrc, &learnt);
+        } else if (kind == GC_REFINE) {
             mk_gc_model_t learnt;
             rc = mk_grabcut_cut_learn(w->ctx, &w->small, &w->labels, &model, &gp, &learnt, NULL);
             gc_refined(c, rc, &learnt);

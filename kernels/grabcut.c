@@ -6,6 +6,7 @@
 #include "grabcut_px.h"
 
 #include <math.h>
+#include <string.h>
 
 /* The CUDA GrabCut comes in two parts, each built when its source is in the build: the max-flow
  * (cuda/maxflow_cuda.cu, MK_HAVE_CUDA_MAXFLOW) and the GrabCut stages (cuda/grabcut_cuda.cu, MK_HAVE_CUDA_GRABCUT);
@@ -87,6 +88,8 @@ static int check_params(const mk_gc_params_t *p)
         return mk_err_set(MK_ERANGE, "grabcut K %d outside 1..%d", p->K, MK_GC_MAX_K);
     if (!isfinite(p->cap_scale) || !(p->cap_scale > 0))
         return mk_err_set(MK_ERANGE, "grabcut cap_scale %g must be finite and > 0", p->cap_scale);
+    if (p->reseed != 0 && p->reseed != 1)
+        return mk_err_set(MK_ERANGE, "grabcut reseed %d must be 0 or 1", p->reseed);
     return 0;
 }
 
@@ -171,6 +174,84 @@ int mk_maxflow_grid(mk_ctx_t *ctx, const mk_grid_graph_t *g, mk_image_t *cut, mk
     return mk_maxflow_grid_cpu(ctx, g, cut, stats);
 }
 
+/* The backend's GrabCut on checked arguments (the mask's labels are the input). */
+static int grabcut_call(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_params_t *p,
+                        mk_gc_model_t *model, mk_gc_stats_t *stats)
+{
+    if (ctx->backend == MK_BACKEND_CUDA) {
+#if CUDA_GRABCUT
+        return mk_grabcut_cuda(ctx, img, mask, p, model, stats);
+#else
+        (void)model;
+        (void)stats;
+        return no_cuda("grabcut");
+#endif
+    }
+    return mk_grabcut_cpu(ctx, img, mask, p, model, stats);
+}
+
+static int cut_call(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,
+                    const mk_gc_params_t *p, mk_gc_model_t *learnt, mk_gc_stats_t *stats);
+
+/* stats of one step added to *sum (times, rounds and relabels); flow and energy are those of the step's cut (cut:
+ * the step ended with one) */
+static void add_stats(mk_gc_stats_t *sum, const mk_gc_stats_t *st, int cut)
+{
+    sum->kmeans_us += st->kmeans_us;
+    sum->gmm_us += st->gmm_us;
+    sum->graph_us += st->graph_us;
+    sum->maxflow_us += st->maxflow_us;
+    sum->total_us += st->total_us;
+    sum->rounds += st->rounds;
+    sum->global_relabels += st->global_relabels;
+    if (cut) {
+        sum->flow = st->flow;
+        sum->energy = st->energy;
+    }
+}
+
+/* mk_gc_params_t.reseed: OpenCV's first iteration, then each later one as a fresh initialisation (k-means of the
+ * current labels and the GMMs learnt from its clusters: the backend's GrabCut of 0 iterations) followed by the
+ * fixed-model cut with that model. Both backends run the same steps, so their masks stay equal. */
+static int grabcut_reseeded(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_params_t *p,
+                            mk_gc_model_t *model, mk_gc_stats_t *stats)
+{
+    mk_gc_params_t q = *p;
+    mk_gc_stats_t sum, st;
+    mk_gc_model_t m, next; /* the model of the last cut, the one clustered for the next */
+    memset(&sum, 0, sizeof sum);
+    memset(&st, 0, sizeof st);
+    q.iterations = 1;
+    int rc = grabcut_call(ctx, img, mask, &q, &m, stats ? &st : NULL);
+    add_stats(&sum, &st, 1);
+    for (int it = 1; it < p->iterations && !rc; it++) {
+        q.iterations = 0;
+        memset(&st, 0, sizeof st);
+        rc = grabcut_call(ctx, img, mask, &q, &next, stats ? &st : NULL);
+        add_stats(&sum, &st, 0);
+        if (rc == MK_EINVAL) { /* the last cut left a class without pixels: nothing to cluster, the mask stays */
+            mk_err_clear();
+            rc = 0;
+            break;
+        }
+        if (rc)
+            break;
+        m = next;
+        q.iterations = 1;
+        q.warm_start = 1; /* the flow of this call's earlier cut, where the backend keeps one (same result) */
+        memset(&st, 0, sizeof st);
+        rc = cut_call(ctx, img, mask, &m, &q, NULL, stats ? &st : NULL);
+        add_stats(&sum, &st, 1);
+    }
+    if (rc)
+        return rc;
+    if (model)
+        *model = m;
+    if (stats)
+        *stats = sum;
+    return 0;
+}
+
 int mk_grabcut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_rect_t *rect,
                const mk_gc_params_t *p, mk_gc_model_t *model, mk_gc_stats_t *stats)
 {
@@ -184,16 +265,9 @@ int mk_grabcut(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_
         return rc;
     if (rect && ((rc = clip_rect(rect, img->width, img->height, &r)) || (rc = label_rect(ctx, mask, &r))))
         return rc;
-    if (ctx->backend == MK_BACKEND_CUDA) {
-#if CUDA_GRABCUT
-        return mk_grabcut_cuda(ctx, img, mask, p, model, stats);
-#else
-        (void)model;
-        (void)stats;
-        return no_cuda("grabcut");
-#endif
-    }
-    return mk_grabcut_cpu(ctx, img, mask, p, model, stats);
+    if (p->reseed && p->iterations > 1)
+        return grabcut_reseeded(ctx, img, mask, p, model, stats);
+    return grabcut_call(ctx, img, mask, p, model, stats);
 }
 
 static int cut_call(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_model_t *model,

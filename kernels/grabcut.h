@@ -113,6 +113,13 @@ typedef struct {
                          * capacities is a valid start). Each cut is the unique minimal one either way, so labels,
                          * models and energies do not change; only the time does. The CPU's Boykov-Kolmogorov
                          * starts cold. Default 0. */
+    int reseed;         /* 1: every iteration after the first learns both GMMs from a new k-means of its current
+                         * labels (the seed above each time, as the initialisation does) instead of assigning the
+                         * pixels to the components learnt before, so a component stuck on the colours of the
+                         * rectangle's first labels is clustered again. This departs from OpenCV (0, the default);
+                         * at 1/4 resolution it scores better on the benchmark (tests/bench/NOTES.md, session 31).
+                         * The first iteration is OpenCV's either way; an iteration that finds a class without
+                         * pixels ends the call with the mask as the last cut left it. */
 } mk_gc_params_t;
 
 #define MK_GC_CAP_SCALE 1000.0
@@ -129,7 +136,7 @@ typedef struct {
     double energy;      /* E of the final labelling in model units (see "Energy" above; 0 without a max-flow) */
 } mk_gc_stats_t;
 
-/* OpenCV's defaults: 5 iterations, gamma 50, lambda 450, K 5, MK_GC_CAP_SCALE, MK_GC_SEED. */
+/* OpenCV's defaults: 5 iterations, gamma 50, lambda 450, K 5, MK_GC_CAP_SCALE, MK_GC_SEED, no reseeding. */
 mk_gc_params_t mk_gc_params_default(void);
 
 /* GrabCut. img: u8 RGB/BGR, context memory. mask: u8 GRAY of the image's size, context memory, in/out with the

@@ -219,7 +219,7 @@ static void test_get_list(void **state)
     static const struct {
         const char *req;
         int count;
-    } sel[] = {{"{\"id\": 3, \"cmd\": \"get\", \"args\": \"grabcut\"}", 7},
+    } sel[] = {{"{\"id\": 3, \"cmd\": \"get\", \"args\": \"grabcut\"}", 8},
                {"{\"id\": 3, \"cmd\": \"get\", \"args\": [\"guided.*\"]}", 3},
                {"{\"id\": 3, \"cmd\": \"get\", \"args\": \"log.level\"}", 1},
                {"{\"id\": 3, \"cmd\": \"get\", \"args\": {\"keys\": [\"mask\", \"backend\"]}}", 5},

@@ -224,15 +224,17 @@ static int same_image(const mk_image_t *a, const mk_image_t *b)
 
 /* grabcut.key_iterations: a keyframe with 1 of 3 iterations, then a frame per remaining iteration (the cut with the
  * model so far, then its learning step). On a still scene frame k's cut is that of a keyframe with
- * min(max(k, 1), 3) iterations: the iterations are spread over the frames, not changed. */
-static void test_key_iterations(void **state)
+ * min(max(k, 1), 3) iterations: the iterations are spread over the frames, not changed. So with grabcut.reseed
+ * too (its learning step: a k-means of the cut's labels). */
+static void key_iterations_case(mk_ctx_t *ctx, int reseed)
 {
-    mk_ctx_t *ctx = *state ? (mk_ctx_t *)*state : tu_cpu;
     mk_testpattern_t *tp;
     TU_OK(mk_testpattern_create(W, H, 30, &tp));
     mk_config_t cfg;
     mk_config_defaults(&cfg);
     assert_int_equal(cfg.grabcut.key_iterations, 1);
+    assert_int_equal(cfg.grabcut.reseed, 0);
+    cfg.grabcut.reseed = reseed;
     cfg.grabcut.keyframe = MK_CFG_KEYFRAME_INTERVAL;
     cfg.grabcut.keyframe_interval = 100;
     cut_result_t ref[4];
@@ -271,6 +273,13 @@ static void test_key_iterations(void **state)
     for (int n = 1; n <= 3; n++)
         mk_image_free(NULL, &ref[n].low);
     mk_testpattern_destroy(tp);
+}
+
+static void test_key_iterations(void **state)
+{
+    mk_ctx_t *ctx = *state ? (mk_ctx_t *)*state : tu_cpu;
+    key_iterations_case(ctx, 0);
+    key_iterations_case(ctx, 1);
 }
 
 /* The same on the CUDA backend. */

@@ -518,6 +518,99 @@ static mk_image_t synthetic(int w, int h, uint64_t seed)
     return img;
 }
 
+/* mk_gc_params_t.reseed, written again from grabcut.h's text on the teddy image: the first iteration is OpenCV's
+ * (the same mask as without the flag); each later one clusters the current labels of each GMM by k-means
+ * (kmeans_spec, this file's k-means from the definition), learns the GMMs from those clusters and cuts with them.
+ * After 2, 3 and 4 iterations the call's mask, model and energy equal that reference's; the flag changes the
+ * result of 4 iterations; a cut that leaves no foreground ends the call with that mask; bad values. */
+static void test_reseed(void **state)
+{
+    (void)state;
+    case_t c;
+    if (!load_case("teddy", &c))
+        skip();
+    const int w = c.img.width, h = c.img.height;
+    mk_rect_t rect = {c.bb[0], c.bb[1], c.bb[2] - c.bb[0] + 1, c.bb[3] - c.bb[1] + 1};
+    mk_image_t ref = gray(w, h, 0), mask = gray(w, h, 0), plain = gray(w, h, 0);
+    mk_gc_params_t p = mk_gc_params_default(), rs;
+    p.iterations = 1;
+    rs = p;
+    rs.reseed = 1;
+    TU_OK(mk_grabcut(tu_cpu, &c.img, &ref, &rect, &p, NULL, NULL));
+    TU_OK(mk_grabcut(tu_cpu, &c.img, &mask, &rect, &rs, NULL, NULL));
+    for (int y = 0; y < h; y++)
+        assert_memory_equal(mk_image_row(&mask, 0, y), mk_image_row(&ref, 0, y), (size_t)w);
+    for (int it = 2; it <= 4; it++) {
+        /* the reference's next iteration */
+        mk_gc_model_t model;
+        mk_gmm_t *gmm[2] = {&model.bgd, &model.fgd};
+        for (int g = 0; g < 2; g++) {
+            uint8_t *smp = NULL, *lab;
+            int64_t n = 0;
+            double centres[MK_GC_MAX_K][3];
+            mk_gc_comp_t comps[MK_GC_MAX_K];
+            TU_OK(mk_gc_samples_cpu(&c.img, &ref, g, &smp, &n));
+            assert_true(n > 0);
+            assert_non_null(lab = malloc((size_t)n));
+            kmeans_spec(smp, (int)n, p.K, p.seed, lab, centres);
+            TU_OK(mk_gc_learn_cpu(smp, lab, n, p.K, comps, gmm[g]));
+            free(smp);
+            free(lab);
+        }
+        TU_OK(mk_grabcut_cut(tu_cpu, &c.img, &ref, &model, &p, NULL));
+        /* the call */
+        mk_gc_model_t got;
+        mk_gc_stats_t st;
+        rs.iterations = it;
+        TU_OK(mk_grabcut(tu_cpu, &c.img, &mask, &rect, &rs, &got, &st));
+        for (int y = 0; y < h; y++)
+            assert_memory_equal(mk_image_row(&mask, 0, y), mk_image_row(&ref, 0, y), (size_t)w);
+        assert_true(model_equal(&got, &model));
+        int64_t e_int;
+        double e = energy_of(&c.img, &mask, &got, &p, &e_int);
+        assert_int_equal(e_int, st.flow);
+        if (e != st.energy)
+            fail_msg("iteration %d: energy %.17g, recomputed %.17g", it, st.energy, e);
+        assert_true(st.kmeans_us > 0 && st.gmm_us > 0 && st.maxflow_us > 0 && st.rounds > 0);
+    }
+    /* OpenCV's learning gives another mask after 4 iterations here */
+    p.iterations = 4;
+    TU_OK(mk_grabcut(tu_cpu, &c.img, &plain, &rect, &p, NULL, NULL));
+    int differ = 0;
+    for (int y = 0; y < h && !differ; y++)
+        differ = memcmp(mk_image_row(&plain, 0, y), mk_image_row(&mask, 0, y), (size_t)w) != 0;
+    assert_true(differ);
+
+    /* A flat image: both GMMs alike, the N-links carry every pixel to the background in the first cut; the second
+     * iteration finds no foreground to cluster and the call ends there, without an error. */
+    mk_image_t flat = mk_image_desc(40, 30, MK_FMT_RGB, MK_U8), fm = gray(40, 30, 0);
+    TU_OK(mk_image_alloc(NULL, &flat, MK_MEM_HOST));
+    memset(flat.data, 90, mk_image_bytes(&flat));
+    mk_rect_t fr = {5, 5, 20, 15};
+    mk_gc_stats_t fst;
+    mk_gc_model_t fmod;
+    rs.iterations = 3;
+    TU_OK(mk_grabcut(tu_cpu, &flat, &fm, &fr, &rs, &fmod, &fst));
+    for (int y = 0; y < 30; y++)
+        for (int x = 0; x < 40; x++) {
+            int inside = x >= fr.x && x < fr.x + fr.width && y >= fr.y && y < fr.y + fr.height;
+            assert_int_equal(at(&fm, x, y), inside ? MK_GC_PR_BGD : MK_GC_BGD);
+        }
+    assert_true(fmod.fgd.K >= 1 && fmod.bgd.K >= 1);
+
+    rs.reseed = 2;
+    assert_int_equal(mk_grabcut(tu_cpu, &c.img, &mask, &rect, &rs, NULL, NULL), MK_ERANGE);
+    rs.reseed = -1;
+    assert_int_equal(mk_grabcut(tu_cpu, &c.img, &mask, &rect, &rs, NULL, NULL), MK_ERANGE);
+
+    mk_image_free(NULL, &c.img);
+    mk_image_free(NULL, &ref);
+    mk_image_free(NULL, &mask);
+    mk_image_free(NULL, &plain);
+    mk_image_free(NULL, &flat);
+    mk_image_free(NULL, &fm);
+}
+
 static void test_synthetic_and_rect(void **state)
 {
     (void)state;
@@ -697,6 +790,7 @@ int main(void)
         cmocka_unit_test(test_gmm_closed_form),
         cmocka_unit_test(test_real_image),
         cmocka_unit_test(test_cut_learn),
+        cmocka_unit_test(test_reseed),
         cmocka_unit_test(test_synthetic_and_rect),
         cmocka_unit_test(test_binary),
         cmocka_unit_test(test_bad_input),

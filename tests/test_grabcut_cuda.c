@@ -11,6 +11,7 @@
 #include "cuda/grabcut_cuda.h"
 #include "grabcut.h"
 #include "imageio.h"
+#include "resize.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -608,6 +609,48 @@ static void test_grabcut_bench(void **state)
         fail_msg("only %d of the benchmark images found", done);
 }
 
+/* mk_gc_params_t.reseed on both backends (kernels/grabcut.c composes the same steps for each): benchmark images at
+ * full size and reduced by 4 (the upsampling path's working size), 4 iterations. */
+static void test_grabcut_reseed(void **state)
+{
+    (void)state;
+    mk_gc_params_t p = mk_gc_params_default();
+    p.iterations = 4;
+    p.reseed = 1;
+    int done = 0;
+    for (int i = 0; i < 4; i++) {
+        mk_image_t img = {0};
+        mk_rect_t rect;
+        if (!load_bench(bench_images[i], &img, &rect))
+            break;
+        for (int s = 1; s <= 4; s += 3) {
+            mk_image_t im = img;
+            mk_rect_t r = rect;
+            if (s > 1) {
+                im = mk_image_desc((img.width + s - 1) / s, (img.height + s - 1) / s, MK_FMT_BGR, MK_U8);
+                TU_OK(mk_image_alloc(NULL, &im, MK_MEM_HOST));
+                TU_OK(mk_downsample_area(cpu, &img, &im, s));
+                r = (mk_rect_t){rect.x / s, rect.y / s, rect.width / s > 1 ? rect.width / s : 1,
+                                rect.height / s > 1 ? rect.height / s : 1};
+            }
+            mk_image_t mask = new_host(im.width, im.height);
+            TU_OK(mk_image_memset(cpu, &mask, 0x7f)); /* the rectangle overwrites it */
+            char what[160];
+            snprintf(what, sizeof what, "%s reseeded, 1/%d", bench_images[i], s);
+            double iou = grabcut_case(&im, &mask, &r, &p, 1, what);
+            if (iou < 0.99)
+                fail_msg("%s: CPU and CUDA masks IoU %.4f < 0.99", what, iou);
+            if (s > 1)
+                mk_image_free(NULL, &im);
+            mk_image_free(NULL, &mask);
+        }
+        mk_image_free(NULL, &img);
+        done++;
+    }
+    if (done && done < 4)
+        fail_msg("only %d of the benchmark images found", done);
+}
+
 /* From masks with all four labels (and without hard ones), several K, iteration counts, lambdas and capacity
  * scales; images small enough to be many. */
 static void test_grabcut_random(void **state)
@@ -1041,7 +1084,8 @@ int main(void)
         cmocka_unit_test(test_kmeans_random), cmocka_unit_test(test_kmeans_degenerate),
         cmocka_unit_test(test_kmeans_real),   cmocka_unit_test(test_models),
         cmocka_unit_test(test_nlinks),        cmocka_unit_test(test_tlinks),
-        cmocka_unit_test(test_grabcut_bench), cmocka_unit_test(test_grabcut_random),
+        cmocka_unit_test(test_grabcut_bench), cmocka_unit_test(test_grabcut_reseed),
+        cmocka_unit_test(test_grabcut_random),
         cmocka_unit_test(test_cut),           cmocka_unit_test(test_binary),
         cmocka_unit_test(test_repeated),      cmocka_unit_test(test_cut_warm),
         cmocka_unit_test(test_cut_learn),

@@ -132,7 +132,7 @@ static void test_commands(void **state)
     assert_int_equal(r->rc, 0);
     assert_string_equal(r->out, "grabcut.iterations = 5\n");
     RUN(r, "--socket", d.path, "get", "grabcut", "bus.mode");
-    assert_int_equal(count_lines(r->out), 8);
+    assert_int_equal(count_lines(r->out), 9);
     assert_non_null(strstr(r->out, "bus.mode = 0640\n"));
     RUN(r, "--socket", d.path, "get");
     assert_int_equal(count_lines(r->out), mk_options_count());
