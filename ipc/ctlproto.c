@@ -310,6 +310,8 @@ int mk_ctl_read_line(int fd, mk_ctl_linebuf_t *lb, int timeout_ms, char **line, 
             return MK_CTL_NEED_MORE;
         if (got < 0 && errno == EAGAIN)
             continue;
+        if (got < 0 && errno == ECONNRESET) /* closed with data of ours unread: gone all the same */
+            return mk_err_set(MK_EIO, "maskd closed the connection (reset)");
         if (got < 0)
             return mk_err_set(MK_EIO, "reading from maskd: %s", strerror(errno));
         if (got == 0)
