@@ -238,7 +238,6 @@ static int grabcut_reseeded(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *ma
             break;
         m = next;
         q.iterations = 1;
-        q.warm_start = 1; /* the flow of this call's earlier cut, where the backend keeps one (same result) */
         memset(&st, 0, sizeof st);
         rc = cut_call(ctx, img, mask, &m, &q, NULL, stats ? &st : NULL);
         add_stats(&sum, &st, 1);
