@@ -147,6 +147,21 @@ static double round_to(double v, double unit)
     return round(v / unit) * unit;
 }
 
+enum { MAX_SCORE_RUNS = 1000 };
+
+static int cmp_ms(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (sorted in place; the upper one of an even count). */
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_ms);
+    return v[n / 2];
+}
+
 /* ---- masktool grabcut ------------------------------------------------------------------------------------- */
 
 static void grabcut_help(void)
@@ -378,7 +393,7 @@ static double iou_masks(const mk_image_t *a, const mk_image_t *b)
 static void score_help(void)
 {
     puts("usage: masktool grabcut-score [--data DIR] [--backend auto|cpu|cuda] [--iters N] [--seed N] [--out DIR]\n"
-         "                              [--scale S [--radius R] [--eps E]] [--reseed] [--json]\n"
+         "                              [--scale S [--radius R] [--eps E]] [--reseed] [--runs N] [--json]\n"
          "\n"
          "Runs GrabCut from each benchmark rectangle (DIR/grabcut: images, bboxes, gt; index.txt lists them) and\n"
          "scores the binary mask against the ground truth (IoU and error %, pixels of the 128 band excluded, as\n"
@@ -388,6 +403,7 @@ static void score_help(void)
          "  --seed N     k-means++ seed (default: MK_GC_SEED)\n"
          "  --reseed     iterations after the first cluster their labels again by k-means (mk_gc_params_t.reseed)\n"
          "  --out DIR    also write each mask as DIR/NAME.png\n"
+         "  --runs N     time each image as the median of N calls after an untimed one (default 1: one call)\n"
          "  --scale S    GrabCut on the image reduced S times (area averages, the rectangle scaled to the nearest\n"
          "               reduced pixel), then the fast guided filter back to full resolution against the image\n"
          "               (--radius R, default 8; --eps E, default 1e-4), binarised at 1/2: the daemon's upsampling\n"
@@ -402,13 +418,14 @@ int mt_grabcut_score(int argc, char **argv)
         {"json", no_argument, 0, 'j'},        {"seed", required_argument, 0, 'S'},
         {"scale", required_argument, 0, 's'}, {"radius", required_argument, 0, 'r'},
         {"eps", required_argument, 0, 'e'},   {"reseed", no_argument, 0, 'R'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+        {"runs", required_argument, 0, 'n'},  {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     const char *env = getenv("MASKD_TEST_DATA");
     const char *data = env ? env : "../shared/data", *backend = NULL, *out_dir = NULL;
-    int json = 0, c, scale = 1, radius = 8;
+    int json = 0, c, scale = 1, radius = 8, runs = 1;
     double eps = 1e-4;
     mk_gc_params_t p = mk_gc_params_default();
-    while ((c = getopt_long(argc, argv, "d:b:i:o:jS:s:r:e:Rh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:b:i:o:jS:s:r:e:Rn:h", opts, NULL)) != -1) {
         char *end;
         switch (c) {
         case 'd': data = optarg; break;
@@ -452,6 +469,13 @@ int mt_grabcut_score(int argc, char **argv)
             }
             break;
         case 'R': p.reseed = 1; break;
+        case 'n':
+            runs = atoi(optarg);
+            if (runs < 1 || runs > MAX_SCORE_RUNS) {
+                fprintf(stderr, "masktool grabcut-score: --runs must be 1..%d\n", MAX_SCORE_RUNS);
+                return 2;
+            }
+            break;
         case 'h': score_help(); return 0;
         default: fprintf(stderr, "masktool grabcut-score: unknown option (see --help)\n"); return 2;
         }
@@ -484,6 +508,7 @@ int mt_grabcut_score(int argc, char **argv)
     cJSON_AddNumberToObject(doc, "seed", (double)p.seed);
     cJSON_AddBoolToObject(doc, "reseed", p.reseed);
     cJSON_AddNumberToObject(doc, "scale", scale);
+    cJSON_AddNumberToObject(doc, "runs", runs);
     if (scale > 1) {
         cJSON_AddNumberToObject(doc, "guided_radius", radius);
         cJSON_AddNumberToObject(doc, "guided_eps", eps);
@@ -513,11 +538,19 @@ int mt_grabcut_score(int argc, char **argv)
             goto next;
         }
         int shrunk = mt_gc_rect(bb[0], bb[1], bb[2], bb[3], img.width, img.height, &r);
-        double t0 = now_ms(), gc_ms = 0, up_ms = 0;
-        if (scale > 1 ? (rc = gc_run_scaled(ctx, &img, &r, &p, scale, radius, eps, &mask, &st, &gc_ms, &up_ms))
-                      : (rc = mt_gc_run(ctx, &img, &r, &p, 0, &mask, &st)))
-            goto next;
-        double ms = now_ms() - t0, iou, err, iou_cv = iou_masks(&mask, &ref);
+        /* With --runs N > 1: one untimed call first, then the median of N calls (the mask of the last one). */
+        double t_all[MAX_SCORE_RUNS], t_gc[MAX_SCORE_RUNS], t_up[MAX_SCORE_RUNS];
+        for (int k = runs > 1 ? -1 : 0; k < runs; k++) {
+            double t0 = now_ms(), gc_ms = 0, up_ms = 0;
+            mk_image_free(NULL, &mask);
+            if (scale > 1 ? (rc = gc_run_scaled(ctx, &img, &r, &p, scale, radius, eps, &mask, &st, &gc_ms, &up_ms))
+                          : (rc = mt_gc_run(ctx, &img, &r, &p, 0, &mask, &st)))
+                goto next;
+            if (k >= 0)
+                t_all[k] = now_ms() - t0, t_gc[k] = gc_ms, t_up[k] = up_ms;
+        }
+        double ms = median_of(t_all, runs), gc_ms = median_of(t_gc, runs), up_ms = median_of(t_up, runs);
+        double iou, err, iou_cv = iou_masks(&mask, &ref);
         sum_gc += gc_ms;
         sum_up += up_ms;
         score_gt(&mask, &gt, &iou, &err);

@@ -262,6 +262,12 @@ static int bench_grabcut_size(mk_ctx_t *ctx, const bench_t *b, const mk_image_t 
         !(rc = mk_image_alloc(ctx, &mask, mk_ctx_mem(ctx))) &&
         !(rc = time_call(&c, b, "grabcut", "5 iterations from a rectangle", host->width, host->height, &o)))
         rc = stage_figures(&c, stage_runs, o);
+    c.p.reseed = 1;
+    if (!rc && !(rc = time_call(&c, b, "grabcut-reseed",
+                                "5 iterations from a rectangle, the later ones reseeded by k-means of the labels",
+                                host->width, host->height, &o)))
+        rc = stage_figures(&c, stage_runs, o);
+    c.p.reseed = 0;
     /* The model of a full run. Its mask has the rectangle's hard labels; the cut relabels only PR_* pixels and
      * its result does not depend on which PR_* label they start with, so every call does the same work. */
     if (!rc && !(rc = mk_grabcut(ctx, &img, &mask, rect, &c.p, &model, NULL))) {
@@ -373,9 +379,10 @@ static void help(void)
     puts("usage: masktool bench grabcut|maxflow [--backend auto|cpu|cuda] [--runs N] [--warmup N] [--image NAME]\n"
          "                                     [--sizes WxH,...] [--data DIR]\n"
          "\n"
-         "grabcut: GrabCut, 5 iterations from the benchmark rectangle (mask initialised each call), and the\n"
-         "fixed-model cut with the model that run learnt; maxflow: the grid max-flow of the fixed-model cut's graph\n"
-         "(built on the CPU, solved on the backend; its flow is checked against the CPU reference). Prints one JSON\n"
+         "grabcut: GrabCut, 5 iterations from the benchmark rectangle (mask initialised each call), the same\n"
+         "reseeded (mk_gc_params_t.reseed), and the fixed-model cut with the model the first learnt; maxflow: the\n"
+         "grid max-flow of the fixed-model cut's graph (built on the CPU, solved on the backend; its flow is checked\n"
+         "against the CPU reference). Prints one JSON\n"
          "document: per size the median, p99, min and mean latency in microseconds over N runs (default 200 on CUDA,\n"
          "3 on the CPU) after a warm-up (default 20 on CUDA, 1 on the CPU), each call synchronised; pipelined_us\n"
          "(CUDA): per call with 10 queued back to back; per-stage medians (k-means, GMM, graph, max-flow) over up to\n"
