@@ -212,7 +212,9 @@ static void add_stats(mk_gc_stats_t *sum, const mk_gc_stats_t *st, int cut)
 
 /* mk_gc_params_t.reseed: OpenCV's first iteration, then each later one as a fresh initialisation (k-means of the
  * current labels and the GMMs learnt from its clusters: the backend's GrabCut of 0 iterations) followed by the
- * fixed-model cut with that model. Both backends run the same steps, so their masks stay equal. */
+ * fixed-model cut with that model. Both backends run the same steps, so their masks stay equal. The first
+ * iteration starts warm if the caller asks; on CUDA each later cut starts from the flow of the one before (the
+ * k-means call leaves it), as OpenCV's iterations keep theirs inside one call. */
 static int grabcut_reseeded(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *mask, const mk_gc_params_t *p,
                             mk_gc_model_t *model, mk_gc_stats_t *stats)
 {
@@ -238,6 +240,7 @@ static int grabcut_reseeded(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t *ma
             break;
         m = next;
         q.iterations = 1;
+        q.warm_start = 1; /* CUDA: from the flow of this image's last cut (the k-means call keeps it) */
         memset(&st, 0, sizeof st);
         rc = cut_call(ctx, img, mask, &m, &q, NULL, stats ? &st : NULL);
         add_stats(&sum, &st, 1);

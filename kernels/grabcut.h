@@ -112,7 +112,7 @@ typedef struct {
                          * when it had the same size (Kohli & Torr's dynamic graph cuts: any flow within the new
                          * capacities is a valid start). Each cut is the unique minimal one either way, so labels,
                          * models and energies do not change; only the time does. The CPU's Boykov-Kolmogorov
-                         * starts cold. Default 0. */
+                         * starts cold. A call of 0 iterations leaves the kept flow as it was. Default 0. */
     int reseed;         /* 1: every iteration after the first learns both GMMs from a new k-means of its current
                          * labels (the seed above each time, as the initialisation does) instead of assigning the
                          * pixels to the components learnt before, so a component stuck on the colours of the

@@ -1203,9 +1203,12 @@ extern "C" int mk_grabcut_cuda(mk_ctx_t *ctx, const mk_image_t *img, mk_image_t 
     if ((rc = plan_call(ctx, img->width, img->height, &pl)))
         return rc;
     /* Warm: the flow the last call of this size left (mk_gc_params_t.warm_start); the tag is set again only
-     * when this call has left its own. */
+     * when this call has left its own. A call of 0 iterations (k-means and learning only) does not touch the
+     * solver's arrays, so the flow and its tag stay for the next call (the reseeded iterations, the daemon's
+     * refining frames). */
     const bool warm = p->warm_start && ctx->scratch[MK_SCRATCH_GRABCUT].tag == flow_tag(pl.w, pl.h);
-    ctx->scratch[MK_SCRATCH_GRABCUT].tag = 0;
+    if (p->iterations > 0)
+        ctx->scratch[MK_SCRATCH_GRABCUT].tag = 0;
     gc_args a = make_args(pl, img, mask, p);
     a.assign = p->iterations > 0;
     if ((rc = tm.mark(ctx, ST_KMEANS)) || (rc = launch_coop(ctx, kmeans_kernel, pl, a)) ||
