@@ -8,6 +8,7 @@
 #include "imageio.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -403,12 +404,22 @@ int mt_bench_grabcut(int argc, char **argv)
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     const char *env = getenv("MASKD_TEST_DATA");
     const char *backend = NULL, *name = "person1", *sizes = NULL, *data = env ? env : "../shared/data";
-    int runs = 0, warmup = 0, c, maxflow = !strcmp(argv[0], "maxflow");
+    int runs = -1, warmup = -1, c, maxflow = !strcmp(argv[0], "maxflow"); /* -1: the backend's default */
     while ((c = getopt_long(argc, argv, "b:r:w:i:s:d:h", opts, NULL)) != -1) {
         switch (c) {
         case 'b': backend = optarg; break;
-        case 'r': runs = atoi(optarg); break;
-        case 'w': warmup = atoi(optarg); break;
+        case 'r':
+        case 'w': {
+            char *end;
+            errno = 0;
+            long v = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || v < (c == 'r') || v > (c == 'r' ? 1000000 : 100000)) {
+                fprintf(stderr, "masktool bench %s: --runs must be 1..1000000 and --warmup 0..100000\n", argv[0]);
+                return 2;
+            }
+            *(c == 'r' ? &runs : &warmup) = (int)v;
+            break;
+        }
         case 'i': name = optarg; break;
         case 's': sizes = optarg; break;
         case 'd': data = optarg; break;
@@ -420,32 +431,32 @@ int mt_bench_grabcut(int argc, char **argv)
         fprintf(stderr, "masktool bench %s: no positional arguments (see --help)\n", argv[0]);
         return 2;
     }
+    char list[256], check[256], what[4600] = "";
+    snprintf(list, sizeof list, "%s", sizes ? sizes : maxflow ? "640x480" : "416x416,640x480,1280x720");
+    memcpy(check, list, sizeof check);
+    for (char *save = NULL, *tok = strtok_r(check, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int w, h;
+        if (mt_parse_size(tok, &w, &h)) {
+            fprintf(stderr, "masktool bench %s: bad --sizes '%s'\n", argv[0], sizes);
+            return 2;
+        }
+    }
     mk_ctx_t *ctx = mt_ctx(backend);
     if (!ctx)
         return 1;
     int cuda = mk_ctx_backend(ctx) == MK_BACKEND_CUDA;
-    bench_t b = {.runs = runs ? runs : cuda ? 200 : 3, .warmup = warmup ? warmup : cuda ? 20 : 1};
-    if (b.runs < 1 || b.runs > 1000000 || b.warmup < 0 || b.warmup > 100000) {
-        fprintf(stderr, "masktool bench %s: --runs must be >= 1 and --warmup >= 0\n", argv[0]);
-        mk_ctx_destroy(ctx);
-        return 2;
-    }
+    bench_t b = {.runs = runs >= 0 ? runs : cuda ? 200 : 3, .warmup = warmup >= 0 ? warmup : cuda ? 20 : 1};
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "tool", "masktool bench");
     cJSON_AddStringToObject(doc, "backend", mk_backend_name(mk_ctx_backend(ctx)));
     cJSON_AddStringToObject(doc, "device", mk_ctx_device_name(ctx));
     b.results = cJSON_AddArrayToObject(doc, "results");
-    char list[256], what[4600] = "";
-    snprintf(list, sizeof list, "%s", sizes ? sizes : maxflow ? "640x480" : "416x416,640x480,1280x720");
     int rc = 0;
     for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok && !rc; tok = strtok_r(NULL, ",", &save)) {
         int w, h;
         mk_image_t img = {0};
         mk_rect_t rect;
-        if (mt_parse_size(tok, &w, &h)) {
-            rc = mk_err_set(MK_EINVAL, "bad --sizes");
-            break;
-        }
+        mt_parse_size(tok, &w, &h); /* checked above */
         if (!(rc = load_case(data, name, w, h, &img, &rect, what, sizeof what)))
             rc = maxflow ? bench_maxflow_size(ctx, &b, &img, &rect) : bench_grabcut_size(ctx, &b, &img, &rect);
         mk_image_free(NULL, &img);
