@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testutil import check, data_dir, failures  # noqa: E402
+from testutil import check, data_dir, finish  # noqa: E402
 
 MASKTOOL = os.environ["MASKTOOL"]
 SKIP = 77
@@ -58,11 +58,7 @@ def main():
                            text=True, timeout=60)
         check(r.returncode == 2 and "bench" in r.stderr,
               "bench %s: exit %d, stderr %r" % (" ".join(args), r.returncode, r.stderr))
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testutil import check, data_dir, failures  # noqa: E402
+from testutil import check, data_dir, finish  # noqa: E402
 
 MASKTOOL = os.environ["MASKTOOL"]
 SKIP = 77
@@ -95,11 +95,7 @@ def main():
     check(r.returncode == 1 and "index.txt" in r.stderr, "grabcut-score with no data: exit %d, stderr %r" %
           (r.returncode, r.stderr))
 
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
+    return finish()
 
 
 if __name__ == "__main__":

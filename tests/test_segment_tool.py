@@ -19,7 +19,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from testutil import check, data_dir, failures  # noqa: E402
+from testutil import check, data_dir, finish  # noqa: E402
 
 MASKTOOL = os.environ["MASKTOOL"]
 BACKEND = sys.argv[1] if len(sys.argv) > 1 else "cpu"
@@ -423,14 +423,6 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return finish()
-
-
-def finish():
-    if failures:
-        print("%d check(s) failed" % len(failures))
-        return 1
-    print("all checks passed")
-    return 0
 
 
 if __name__ == "__main__":

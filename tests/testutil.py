@@ -12,6 +12,15 @@ def check(cond, what):
     return cond
 
 
+def finish():
+    """The test's exit status: 1 (with the count) if a check failed, else 0."""
+    if failures:
+        print("%d check(s) failed" % len(failures))
+        return 1
+    print("all checks passed")
+    return 0
+
+
 def data_dir():
     """The shared data folder: $MASKD_TEST_DATA, else ../shared/data beside the source root; None if absent."""
     d = os.environ.get("MASKD_TEST_DATA")
