@@ -71,6 +71,18 @@ mk_ctx_t *mt_ctx(const char *backend)
     return ctx;
 }
 
+int mt_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double mt_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, mt_cmp_double);
+    return v[n / 2];
+}
+
 void mt_print_json(cJSON *doc, int pretty)
 {
     char *s = pretty ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);

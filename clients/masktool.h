@@ -16,6 +16,11 @@ mk_ctx_t *mt_ctx(const char *backend);
  * scene; then mirror-tiled to w x h. `format` is GRAY, RGB or BGR. */
 int mt_source_image(const char *path, mk_format_t format, int w, int h, mk_image_t *out, char *what, size_t what_len);
 
+/* qsort comparison of doubles, ascending. */
+int mt_cmp_double(const void *a, const void *b);
+/* The median of v[0..n) (n >= 1; sorted in place; the upper one of an even count). */
+double mt_median(double *v, int n);
+
 /* Prints a JSON document to stdout (indented or on one line) and deletes it. */
 void mt_print_json(cJSON *doc, int pretty);
 

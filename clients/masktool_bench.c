@@ -73,12 +73,6 @@ static int run_pipelined(void *arg)
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* BT.601 limited-range RGB -> YUYV, for benchmark input only. */
 static int to_yuyv(const mk_image_t *bgr, mk_image_t *out)
 {
@@ -170,8 +164,8 @@ static int bench_one(mk_ctx_t *ctx, int op, mk_letterbox_mode_t mode, int yuyv, 
     if (!rc)
         rc = mt_time_op(ctx, run_once, run_pipelined, &r, warmup, runs, t, pipe, PIPELINE_REPS, PIPELINE);
     if (!rc) {
-        qsort(pipe, PIPELINE_REPS, sizeof pipe[0], cmp_double);
-        qsort(t, (size_t)runs, sizeof *t, cmp_double);
+        qsort(pipe, PIPELINE_REPS, sizeof pipe[0], mt_cmp_double);
+        qsort(t, (size_t)runs, sizeof *t, mt_cmp_double);
         double sum = 0;
         for (int i = 0; i < runs; i++)
             sum += t[i];
@@ -350,9 +344,9 @@ static int bench_guided_one(mk_ctx_t *ctx, const mk_image_t *guide_h, const mk_i
         rc = mt_time_op(ctx, guided_once, guided_pipelined, &r, warmup, runs, t, pipe, cuda ? PIPELINE_REPS : 0,
                         PIPELINE);
     if (!rc) {
-        qsort(t, (size_t)runs, sizeof *t, cmp_double);
+        qsort(t, (size_t)runs, sizeof *t, mt_cmp_double);
         if (cuda)
-            qsort(pipe, PIPELINE_REPS, sizeof pipe[0], cmp_double);
+            qsort(pipe, PIPELINE_REPS, sizeof pipe[0], mt_cmp_double);
         double sum = 0, n = (double)guide_h->width * guide_h->height;
         for (int i = 0; i < runs; i++)
             sum += t[i];
@@ -488,8 +482,8 @@ static int bench_yolo_case(mk_ctx_t *ctx, const char *variant, const mk_yolo_lay
         wall[i] = now_us() - w0;
     }
     if (!rc) {
-        qsort(t, (size_t)runs, sizeof *t, cmp_double);
-        qsort(wall, (size_t)runs, sizeof *wall, cmp_double);
+        qsort(t, (size_t)runs, sizeof *t, mt_cmp_double);
+        qsort(wall, (size_t)runs, sizeof *wall, mt_cmp_double);
         double sum = 0;
         for (int i = 0; i < runs; i++)
             sum += t[i];

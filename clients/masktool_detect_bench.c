@@ -73,12 +73,6 @@ static int forward_pipelined(void *arg)
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -103,7 +97,7 @@ typedef struct {
 static cJSON *add_result(cJSON *results, const char *stage, const char *variant, double *t, int runs, int warmup)
 {
     double sum = 0;
-    qsort(t, (size_t)runs, sizeof *t, cmp_double);
+    qsort(t, (size_t)runs, sizeof *t, mt_cmp_double);
     for (int i = 0; i < runs; i++)
         sum += t[i];
     cJSON *o = cJSON_CreateObject();
@@ -293,7 +287,7 @@ static int bench_variant(mk_ctx_t *ctx, const bench_args_t *a, const mk_image_t 
         cJSON *o = add_result(results, "forward", variant, t, a->runs, a->warmup);
         double median = t[a->runs / 2];
         if (cuda) {
-            qsort(pipe, PIPELINE_REPS, sizeof pipe[0], cmp_double);
+            qsort(pipe, PIPELINE_REPS, sizeof pipe[0], mt_cmp_double);
             cJSON_AddNumberToObject(o, "pipelined_us", round2(pipe[PIPELINE_REPS / 2]));
         }
         cJSON_AddNumberToObject(o, "achieved_TFLOPs", round(flops / (median * 1e-6) / 1e12 * 1000) / 1000);

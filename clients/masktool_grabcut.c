@@ -149,18 +149,6 @@ static double round_to(double v, double unit)
 
 enum { MAX_SCORE_RUNS = 1000 };
 
-static int cmp_ms(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The median of v[0..n) (sorted in place; the upper one of an even count). */
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_ms);
-    return v[n / 2];
-}
 
 /* ---- masktool grabcut ------------------------------------------------------------------------------------- */
 
@@ -549,7 +537,7 @@ int mt_grabcut_score(int argc, char **argv)
             if (k >= 0)
                 t_all[k] = now_ms() - t0, t_gc[k] = gc_ms, t_up[k] = up_ms;
         }
-        double ms = median_of(t_all, runs), gc_ms = median_of(t_gc, runs), up_ms = median_of(t_up, runs);
+        double ms = mt_median(t_all, runs), gc_ms = mt_median(t_gc, runs), up_ms = mt_median(t_up, runs);
         double iou, err, iou_cv = iou_masks(&mask, &ref);
         sum_gc += gc_ms;
         sum_up += up_ms;

@@ -58,21 +58,9 @@ static int gc_pipelined(void *arg)
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double round2(double v)
 {
     return round(v * 100) / 100;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
 }
 
 /* Bilinear resize (pixel centres aligned, as cv::resize INTER_LINEAR) of a host u8 colour image. */
@@ -158,7 +146,7 @@ static int time_call(gc_call_t *c, const bench_t *b, const char *op, const char 
                         PIPELINE);
     if (!rc) {
         double sum = 0;
-        qsort(t, (size_t)runs, sizeof *t, cmp_double);
+        qsort(t, (size_t)runs, sizeof *t, mt_cmp_double);
         for (int i = 0; i < runs; i++)
             sum += t[i];
         char size[32];
@@ -174,7 +162,7 @@ static int time_call(gc_call_t *c, const bench_t *b, const char *op, const char 
         cJSON_AddNumberToObject(o, "min_us", round2(t[0]));
         cJSON_AddNumberToObject(o, "mean_us", round2(sum / runs));
         if (cuda) {
-            qsort(pipe, PIPELINE_REPS, sizeof pipe[0], cmp_double);
+            qsort(pipe, PIPELINE_REPS, sizeof pipe[0], mt_cmp_double);
             cJSON_AddNumberToObject(o, "pipelined_us", round2(pipe[PIPELINE_REPS / 2]));
         }
         cJSON_AddItemToArray(b->results, o);
@@ -209,7 +197,7 @@ static int stage_figures(gc_call_t *c, int n, cJSON *o)
     if (rc)
         return rc;
     if (c->op == OP_MAXFLOW) {
-        cJSON_AddNumberToObject(o, "solver_us", round2(median(v[0], n)));
+        cJSON_AddNumberToObject(o, "solver_us", round2(mt_median(v[0], n)));
         cJSON_AddNumberToObject(o, "flow", (double)ms.flow);
         cJSON_AddNumberToObject(o, "rounds", ms.rounds);
         cJSON_AddNumberToObject(o, "global_relabels", ms.global_relabels);
@@ -218,7 +206,7 @@ static int stage_figures(gc_call_t *c, int n, cJSON *o)
     cJSON *s = cJSON_AddObjectToObject(o, "stages_us");
     static const char *const names[5] = {"kmeans", "gmm", "graph", "maxflow", "total"};
     for (int k = 0; k < 5; k++)
-        cJSON_AddNumberToObject(s, names[k], round2(median(v[k], n)));
+        cJSON_AddNumberToObject(s, names[k], round2(mt_median(v[k], n)));
     cJSON_AddNumberToObject(o, "stage_runs", n);
     cJSON_AddNumberToObject(o, "rounds", st.rounds);
     cJSON_AddNumberToObject(o, "global_relabels", st.global_relabels);

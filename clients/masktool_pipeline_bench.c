@@ -54,12 +54,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double r3(double v)
 {
     return round(v * 1000) / 1000;
@@ -74,7 +68,7 @@ static cJSON *dist(double *v, int n)
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += v[i];
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    qsort(v, (size_t)n, sizeof *v, mt_cmp_double);
     cJSON_AddNumberToObject(o, "p50", r3(v[(n - 1) / 2]));
     cJSON_AddNumberToObject(o, "p99", r3(v[(int)ceil((n - 1) * 0.99)]));
     cJSON_AddNumberToObject(o, "mean", r3(sum / n));

@@ -645,12 +645,6 @@ static double percentile(double *v, size_t n, double p)
     return v[i];
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int write_report(seg_t *s, int interrupted, const char *error)
 {
     double el = now_s() - s->t0;
@@ -686,7 +680,7 @@ static int write_report(seg_t *s, int interrupted, const char *error)
     s->corrupt_names = NULL;
     cJSON_AddNumberToObject(t, "seconds", round_to(el, 1e-3));
     cJSON_AddNumberToObject(t, "fps", el > 0 ? round_to((double)(s->done + s->failed) / el, 0.01) : 0);
-    qsort(s->ms, s->nms, sizeof *s->ms, cmp_double);
+    qsort(s->ms, s->nms, sizeof *s->ms, mt_cmp_double);
     double sum = 0;
     for (size_t i = 0; i < s->nms; i++)
         sum += s->ms[i];
