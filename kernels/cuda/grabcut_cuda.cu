@@ -28,8 +28,9 @@
  *
  * Reductions (no atomics): per-warp register sums of a (GMM, component) bucket (one __reduce_add_sync per value
  * and distinct bucket in the warp) go to warp-private shared accumulators, then one partial per block and value
- * in global memory, laid out value-major; after a grid barrier one warp per value sums the blocks' partials
- * (coalesced) and after a second one every block reads the totals. Integer sums are exact in any order. The
+ * in global memory, laid out value-major; after a grid barrier every block sums the partials itself (small grids)
+ * or one warp per value sums them and every block reads the totals after a second barrier (grid_sums). Integer
+ * sums are exact in any order. The
  * seeds' running sums need every block's prefix: there each block reads the few per-block sums itself. Values
  * written by other blocks of the same launch are read with __ldcg (L1 is not coherent).
  *
@@ -41,6 +42,7 @@
 #include "grabcut_cuda.h"
 #include "grabcut_px.h"
 #include "maxflow_cuda.h"
+#include "occupancy.h"
 
 #include <cooperative_groups.h>
 #include <limits.h>
@@ -103,7 +105,8 @@ struct gc_args {
     uint8_t *klabel;         /* k-means labels (may be NULL), lp bytes per row */
     size_t lp;
     int32_t *d2;             /* k-means++ D^2, n */
-    long long *part;         /* per-block partial sums, value-major: [value][gridDim.x] */
+    long long *part;         /* per-block partial sums, value-major: [value][gridDim.x], in two halves (part_of) */
+    size_t part_half;        /* elements per half */
     long long *blk;          /* per-block sample counts of kmeans_kernel: [3][gridDim.x] */
     double *cpart;           /* per-block sums of min(s, t) of the last T-link pass */
     int ncpart;              /* how many */
@@ -111,6 +114,7 @@ struct gc_args {
     uint64_t seed;
     double gamma, lambda, scale;
     int chunk;               /* pixels per block of a cooperative kernel, a multiple of kThreads */
+    int one_barrier;         /* grid_sums after one barrier (small grids) */
     int iter;                /* iter_kernel: the iteration (1..); final_kernel: that of the last max-flow */
     int relabel;             /* iter_kernel: relabel the PR pixels by the cut first */
     int assign;              /* kmeans_kernel: assign the first iteration's components */
@@ -343,17 +347,42 @@ template <int M> __device__ void flush_block(coop_smem &sm, long long *dst)
     __syncthreads();
 }
 
-/* The grid's sums of the V values every block flushed to a.part, into sm.tot of every block: after a barrier one
- * warp per value sums it over the blocks (coalesced) into st->tot, after a second barrier every block reads the V
- * totals. a.part is free again once this returns. */
-__device__ void grid_sums(coop_smem &sm, cg::grid_group &grid, const gc_args &a, int V)
+/* The half of a.part that pass `phase` of a cooperative kernel flushes to: passes alternate between the two, so a
+ * block may flush its next pass while a slower one still reads the last (grid_sums). */
+__device__ __forceinline__ long long *part_of(const gc_args &a, int phase)
 {
+    return a.part + (size_t)(phase & 1) * a.part_half;
+}
+
+/* The grid's sums of the V values every block flushed to part_of(a, phase), into sm.tot of every block; phase moves
+ * on. On small grids (a.one_barrier: plan_call) every block sums the partials itself after one barrier (kPartial x
+ * its blocks loads a block at most); on larger ones one warp per value sums it over the blocks (coalesced) into
+ * st->tot and every block reads the totals after a second barrier, so that the partials are read once. Either way
+ * the sums are exact integers, the same in any order. A block that leaves reads the partials of pass phase; the
+ * next pass flushes to the other half, and the one after it to this half only after the next call's barrier, which
+ * every block reaches after its reads. */
+__device__ void grid_sums(coop_smem &sm, cg::grid_group &grid, const gc_args &a, int V, int &phase)
+{
+    const long long *part = part_of(a, phase);
+    phase++;
     grid.sync();
-    int lane = threadIdx.x & 31;
-    for (int i = (int)blockIdx.x * kWarps + (threadIdx.x >> 5); i < V; i += gridDim.x * kWarps) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (a.one_barrier) {
+        for (int i = warp; i < V; i += kWarps) {
+            long long s = 0;
+            for (int b = lane; b < (int)gridDim.x; b += 32)
+                s += __ldcg(&part[(size_t)i * gridDim.x + b]);
+            s = warp_sum(s);
+            if (lane == 0)
+                sm.tot[i] = s;
+        }
+        __syncthreads();
+        return;
+    }
+    for (int i = (int)blockIdx.x * kWarps + warp; i < V; i += gridDim.x * kWarps) {
         long long s = 0;
         for (int b = lane; b < (int)gridDim.x; b += 32)
-            s += __ldcg(&a.part[(size_t)i * gridDim.x + b]);
+            s += __ldcg(&part[(size_t)i * gridDim.x + b]);
         s = warp_sum(s);
         if (lane == 0)
             a.st->tot[i] = s;
@@ -501,6 +530,7 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
     cg::grid_group grid = cg::this_grid();
     const int tid = threadIdx.x, nb = gridDim.x;
     const int begin = (int)blockIdx.x * a.chunk, end = min(begin + a.chunk, a.n);
+    int phase = 0; /* grid_sums' passes so far: the half of a.part the next one uses */
     for (int i = tid; i < kWarps * kPartial; i += kThreads)
         (&sm.acc[0][0])[i] = 0;
     if (blockIdx.x == 0 && tid == 0) {
@@ -610,8 +640,8 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
             }
             warp_accumulate<kCentreSums>(sm, bucket, val);
         }
-        flush_block<kCentreSums>(sm, a.part);
-        grid_sums(sm, grid, a, kBuckets * kCentreSums);
+        flush_block<kCentreSums>(sm, part_of(a, phase));
+        grid_sums(sm, grid, a, kBuckets * kCentreSums, phase);
         if (tid < kBuckets * 3) {
             int b = tid / 3, ch = tid % 3, g = b / MK_GC_MAX_K, k = b % MK_GC_MAX_K;
             long long n = sm.tot[b * kCentreSums];
@@ -639,8 +669,8 @@ __global__ void __launch_bounds__(kThreads) kmeans_kernel(const __grid_constant_
         }
         warp_accumulate<kMoments>(sm, bucket, val);
     }
-    flush_block<kMoments>(sm, a.part);
-    grid_sums(sm, grid, a, kPartial);
+    flush_block<kMoments>(sm, part_of(a, phase));
+    grid_sums(sm, grid, a, kPartial, phase);
     if (learn_gmms(sm, a, 0)) {
         clear_terms(a, begin, end);
         return;
@@ -664,6 +694,7 @@ __global__ void __launch_bounds__(kThreads) iter_kernel(const __grid_constant__ 
     cg::grid_group grid = cg::this_grid();
     const int tid = threadIdx.x;
     const int begin = (int)blockIdx.x * a.chunk, end = min(begin + a.chunk, a.n);
+    int phase = 0; /* grid_sums' passes so far: the half of a.part the next one uses */
     /* A failure earlier in the call: the mask stays as it was then (written by an earlier launch: uniform). */
     if (__ldcg(&a.st->res.flags))
         return;
@@ -698,8 +729,8 @@ __global__ void __launch_bounds__(kThreads) iter_kernel(const __grid_constant__ 
         }
         warp_accumulate<kMoments>(sm, bucket, val);
     }
-    flush_block<kMoments>(sm, a.part);
-    grid_sums(sm, grid, a, kPartial);
+    flush_block<kMoments>(sm, part_of(a, phase));
+    grid_sums(sm, grid, a, kPartial, phase);
     if (learn_gmms(sm, a, a.iter)) {
         clear_terms(a, begin, end);
         return;
@@ -914,12 +945,13 @@ struct gc_plan {
     int w = 0, h = 0, n = 0;
     size_t gp = 0;          /* elements per row of the graph (the solver's arrays) */
     size_t lp = 0;          /* bytes per row of the u8 per-pixel arrays */
-    int coop_blocks = 0, chunk = 0, flat_blocks = 0;
+    int coop_blocks = 0, chunk = 0, flat_blocks = 0, one_barrier = 0;
     gc_state *st = NULL;
     gc_result *host = NULL; /* pinned */
     int32_t *term = NULL, *edge[4] = {NULL, NULL, NULL, NULL}, *d2 = NULL;
     uint8_t *comp = NULL, *cut = NULL, *klabel = NULL;
     long long *part = NULL, *blk = NULL;
+    size_t part_half = 0;
     double *cpart = NULL;
     mk_pr_solver_t *pr = NULL;
     ~gc_plan()
@@ -928,18 +960,44 @@ struct gc_plan {
     }
 };
 
+/* Grids of up to this many blocks take grid_sums' one-barrier path (NOTES.md, session 33); MASKD_GC_ONE_BARRIER=N,
+ * a measuring aid, sets it. */
+int one_barrier_blocks(void)
+{
+    static const int n = [] {
+        const char *e = getenv("MASKD_GC_ONE_BARRIER");
+        return e && *e ? atoi(e) : 64;
+    }();
+    return n;
+}
+
+/* Blocks of kThreads of the cooperative kernels resident on one SM: the smaller of the two. */
+int coop_blocks_per_sm(int *per_sm)
+{
+    static std::atomic<int> cached{0};
+    return mk_cached_per_sm(
+        cached,
+        [](int *v) {
+            int rc, k = 0, i = 0;
+            if ((rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&k, kmeans_kernel, kThreads, 0))) ||
+                (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&i, iter_kernel, kThreads, 0))))
+                return rc;
+            *v = k < i ? k : i;
+            return 0;
+        },
+        per_sm);
+}
+
 /* Launch shapes for a w x h image, the scratch they need and the solver on it. */
 int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
 {
-    int rc, per_sm_k = 0, per_sm_i = 0, coop = 0;
+    int rc, per_sm = 0, coop = 0;
     if ((rc = MK_CUDA_CHECK(cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, ctx->device))))
         return rc;
     if (!coop)
         return mk_err_set(MK_EUNSUPPORTED, "grabcut: the device cannot launch cooperative kernels");
-    if ((rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_k, kmeans_kernel, kThreads, 0))) ||
-        (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_i, iter_kernel, kThreads, 0))))
+    if ((rc = coop_blocks_per_sm(&per_sm)))
         return rc;
-    int per_sm = per_sm_k < per_sm_i ? per_sm_k : per_sm_i;
     if (per_sm < 1)
         return mk_err_set(MK_ECUDA, "grabcut: the cooperative kernels do not fit on an SM");
     pl->w = w;
@@ -950,6 +1008,7 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
     long long blocks = tiles < resident ? tiles : resident;
     pl->chunk = (int)((tiles + blocks - 1) / blocks) * kThreads;
     pl->coop_blocks = (pl->n + pl->chunk - 1) / pl->chunk;
+    pl->one_barrier = pl->coop_blocks <= one_barrier_blocks();
     long long flat = (pl->n + kFlatThreads - 1) / kFlatThreads, flat_max = 8LL * ctx->sm_count;
     pl->flat_blocks = (int)(flat < flat_max ? flat : flat_max);
 
@@ -959,7 +1018,7 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
     o_st = off;
     off = align_up(off + sizeof(gc_state), 256);
     o_part = off;
-    off = align_up(off + nbmax * kPartial * sizeof(long long), 256);
+    off = align_up(off + 2 * nbmax * kPartial * sizeof(long long), 256);
     o_blk = off;
     off = align_up(off + nbmax * 3 * sizeof(long long), 256);
     o_cpart = off;
@@ -984,6 +1043,7 @@ int plan_call(mk_ctx_t *ctx, int w, int h, gc_plan *pl)
     pl->st = (gc_state *)(dev + o_st);
     pl->host = (gc_result *)host;
     pl->part = (long long *)(dev + o_part);
+    pl->part_half = nbmax * kPartial;
     pl->blk = (long long *)(dev + o_blk);
     pl->cpart = (double *)(dev + o_cpart);
     pl->d2 = (int32_t *)(dev + o_d2);
@@ -1019,6 +1079,7 @@ gc_args make_args(const gc_plan &pl, const mk_image_t *img, const mk_image_t *ma
     a.lp = pl.lp;
     a.d2 = pl.d2;
     a.part = pl.part;
+    a.part_half = pl.part_half;
     a.blk = pl.blk;
     a.cpart = pl.cpart;
     a.st = pl.st;
@@ -1027,6 +1088,7 @@ gc_args make_args(const gc_plan &pl, const mk_image_t *img, const mk_image_t *ma
     a.lambda = p->lambda;
     a.scale = p->cap_scale;
     a.chunk = pl.chunk;
+    a.one_barrier = pl.one_barrier;
     return a;
 }
 

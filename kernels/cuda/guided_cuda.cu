@@ -36,6 +36,7 @@
 #include "cuda_check.h"
 #include "guided_px.h"
 #include "mask_cuda.h"
+#include "occupancy.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -1498,21 +1499,17 @@ template <int C, int R = 0> int launch_low_r(cudaStream_t s, const in_t &in, con
     return launch_low<C, R>(s, in, pl, means);
 }
 
-/* Blocks of kStripThreads of kernel K resident on one SM (its registers decide), asked once per kernel: the
- * kernels are built for one architecture per device generation, so the answer holds for every context. */
+/* Blocks of kStripThreads of kernel K resident on one SM (its registers decide; occupancy.h), at least 1. */
 template <auto K> int strip_blocks_per_sm(int *n)
 {
     static std::atomic<int> cached{0};
-    int v = cached.load(std::memory_order_relaxed);
-    if (v == 0) {
-        int rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, K, kStripThreads, 0));
-        if (rc)
-            return rc;
-        v = v > 0 ? v : 1;
-        cached.store(v, std::memory_order_relaxed);
-    }
-    *n = v;
-    return 0;
+    int rc = mk_cached_per_sm(
+        cached,
+        [](int *v) { return MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(v, K, kStripThreads, 0)); },
+        n);
+    if (!rc && *n < 1)
+        *n = 1;
+    return rc;
 }
 
 /* A launch of a strip kernel: rows per band and blocks. */

@@ -24,6 +24,7 @@
 #include "cuda_check.h"
 #include "log.h"
 #include "maxflow_tiles.h"
+#include "occupancy.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -203,6 +204,30 @@ const void *kernel_of(const layout &l, bool prof)
 int threads_of(const layout &l)
 {
     return l.tile * l.tile;
+}
+
+/* Blocks of the cooperative kernel for the layout's tile side resident on one SM, the smaller of its two
+ * instantiations (one grid size for both), with the largest shared-memory carveout asked for both; kept per tile
+ * side (occupancy.h: a solver is made for every GrabCut call). */
+int blocks_per_sm(const layout &l, int *per_sm)
+{
+    static std::atomic<int> cached[2] = {{0}, {0}};
+    return mk_cached_per_sm(
+        cached[l.tile == 16 ? 0 : 1],
+        [&l](int *v) {
+            const void *k = kernel_of(l, false), *kp = kernel_of(l, true);
+            int rc, a = 0, b = 0;
+            if ((rc = MK_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                         (int)cudaSharedmemCarveoutMaxShared))) ||
+                (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(kp, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                                         (int)cudaSharedmemCarveoutMaxShared))) ||
+                (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&a, k, threads_of(l), 0))) ||
+                (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kp, threads_of(l), 0))))
+                return rc;
+            *v = b < a ? b : a;
+            return 0;
+        },
+        per_sm);
 }
 
 } // namespace
@@ -480,7 +505,7 @@ extern "C" size_t mk_pr_device_bytes(int width, int height)
 extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_buf, size_t buf_bytes,
                             mk_pr_solver_t **out)
 {
-    int rc, coop = 0, per_sm = 0, per_sm_prof = 0;
+    int rc, coop = 0, per_sm = 0;
     if (!out)
         return mk_err_set(MK_EINVAL, "max-flow solver: NULL output");
     *out = NULL;
@@ -495,15 +520,8 @@ extern "C" int mk_pr_create(mk_ctx_t *ctx, int width, int height, void *device_b
     for (int c = 0; c < 2; c++) {
         layout &l = tl[c];
         layout_of(width, height, tile_for(width, height, c == 1), l);
-        const void *k = kernel_of(l, false), *kp = kernel_of(l, true);
-        if ((rc = MK_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                     (int)cudaSharedmemCarveoutMaxShared))) ||
-            (rc = MK_CUDA_CHECK(cudaFuncSetAttribute(kp, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                                     (int)cudaSharedmemCarveoutMaxShared))) ||
-            (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, threads_of(l), 0))) ||
-            (rc = MK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_prof, kp, threads_of(l), 0))))
+        if ((rc = blocks_per_sm(l, &per_sm)))
             return rc;
-        per_sm = per_sm_prof < per_sm ? per_sm_prof : per_sm; /* one grid size for both */
         if (!coop || per_sm < 1)
             return mk_err_set(MK_EUNSUPPORTED, "max-flow solver: device %s cannot run the cooperative kernel (%s)",
                               ctx->device_name, coop ? "no block fits on an SM" : "no cooperative launch");
