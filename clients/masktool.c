@@ -45,7 +45,7 @@ bad:
     return -1;
 }
 
-static int parse_int(const char *s, int lo, int hi, int *out)
+int mt_parse_int(const char *s, int lo, int hi, int *out)
 {
     char *end;
     errno = 0;
@@ -372,7 +372,7 @@ static int cmd_threshold(int argc, char **argv)
         switch (c) {
         case 'O': otsu = 1; break;
         case 'v':
-            if (parse_int(optarg, 0, 255, &value))
+            if (mt_parse_int(optarg, 0, 255, &value))
                 die_usage("threshold", "--value must be 0..255");
             break;
         case 'm':
@@ -380,7 +380,7 @@ static int cmd_threshold(int argc, char **argv)
                 die_usage("threshold", mk_err_msg());
             break;
         case 'x':
-            if (parse_int(optarg, 0, 255, &maxval))
+            if (mt_parse_int(optarg, 0, 255, &maxval))
                 die_usage("threshold", "--maxval must be 0..255");
             break;
         case 'o': out_path = optarg; break;
@@ -527,7 +527,7 @@ static int cmd_guided(int argc, char **argv)
         case 'g': guide_path = optarg; break;
         case 's': src_path = optarg; break;
         case 'r':
-            if (parse_int(optarg, 0, MK_GUIDED_MAX_RADIUS, &g.radius))
+            if (mt_parse_int(optarg, 0, MK_GUIDED_MAX_RADIUS, &g.radius))
                 die_usage("guided", "--radius must be 0..65535");
             break;
         case 'e':
@@ -535,7 +535,7 @@ static int cmd_guided(int argc, char **argv)
                 die_usage("guided", "--eps must be a number >= 0");
             break;
         case 'f':
-            if (parse_int(optarg, 1, MK_GUIDED_MAX_SCALE, &g.scale))
+            if (mt_parse_int(optarg, 1, MK_GUIDED_MAX_SCALE, &g.scale))
                 die_usage("guided", "--fast must be 1..64");
             break;
         case 'o': out_path = optarg; break;

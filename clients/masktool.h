@@ -8,6 +8,8 @@
 
 #include <cjson/cJSON.h>
 
+/* Parses a whole decimal integer in lo..hi into *out; 0, or -1 (nothing printed) for anything else. */
+int mt_parse_int(const char *s, int lo, int hi, int *out);
 /* Parses "WxH" into positive ints; 0 or an error message on stderr and -1. */
 int mt_parse_size(const char *s, int *w, int *h);
 /* Creates a context of the named backend ("auto" when NULL), printing the error on failure. */

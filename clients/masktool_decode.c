@@ -44,17 +44,6 @@ static int parse_float(const char *s, float lo, float hi, float *out)
     return 0;
 }
 
-static int parse_count(const char *s, int lo, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > (1 << 20))
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static int usage_error(const char *msg)
 {
     fprintf(stderr, "masktool decode: %s (see masktool decode --help)\n", msg);
@@ -97,11 +86,11 @@ int mt_decode(int argc, char **argv)
                 return usage_error(mk_err_msg());
             break;
         case 'k':
-            if (parse_count(optarg, 1, &p.top_k))
+            if (mt_parse_int(optarg, 1, 1 << 20, &p.top_k))
                 return usage_error("--top-k must be a positive count");
             break;
         case 'C':
-            if (parse_count(optarg, 0, &p.class_id))
+            if (mt_parse_int(optarg, 0, 1 << 20, &p.class_id))
                 return usage_error("--class must be a class number");
             break;
         case 'i': image = optarg; break;

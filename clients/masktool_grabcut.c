@@ -419,8 +419,7 @@ int mt_grabcut_score(int argc, char **argv)
         case 'd': data = optarg; break;
         case 'b': backend = optarg; break;
         case 'i':
-            p.iterations = atoi(optarg);
-            if (p.iterations < 0 || p.iterations > 100) {
+            if (mt_parse_int(optarg, 0, 100, &p.iterations)) {
                 fprintf(stderr, "masktool grabcut-score: --iters must be 0..100\n");
                 return 2;
             }
@@ -436,15 +435,13 @@ int mt_grabcut_score(int argc, char **argv)
             }
             break;
         case 's':
-            scale = atoi(optarg);
-            if (scale < 1 || scale > MK_GUIDED_MAX_SCALE) {
+            if (mt_parse_int(optarg, 1, MK_GUIDED_MAX_SCALE, &scale)) {
                 fprintf(stderr, "masktool grabcut-score: --scale must be 1..%d\n", MK_GUIDED_MAX_SCALE);
                 return 2;
             }
             break;
         case 'r':
-            radius = atoi(optarg);
-            if (radius < 1 || radius > 1000) {
+            if (mt_parse_int(optarg, 1, 1000, &radius)) {
                 fprintf(stderr, "masktool grabcut-score: --radius must be 1..1000\n");
                 return 2;
             }
@@ -458,8 +455,7 @@ int mt_grabcut_score(int argc, char **argv)
             break;
         case 'R': p.reseed = 1; break;
         case 'n':
-            runs = atoi(optarg);
-            if (runs < 1 || runs > MAX_SCORE_RUNS) {
+            if (mt_parse_int(optarg, 1, MAX_SCORE_RUNS, &runs)) {
                 fprintf(stderr, "masktool grabcut-score: --runs must be 1..%d\n", MAX_SCORE_RUNS);
                 return 2;
             }

@@ -397,17 +397,12 @@ int mt_bench_grabcut(int argc, char **argv)
         switch (c) {
         case 'b': backend = optarg; break;
         case 'r':
-        case 'w': {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || v < (c == 'r') || v > (c == 'r' ? 1000000 : 100000)) {
+        case 'w':
+            if (mt_parse_int(optarg, c == 'r', c == 'r' ? 1000000 : 100000, c == 'r' ? &runs : &warmup)) {
                 fprintf(stderr, "masktool bench %s: --runs must be 1..1000000 and --warmup 0..100000\n", argv[0]);
                 return 2;
             }
-            *(c == 'r' ? &runs : &warmup) = (int)v;
             break;
-        }
         case 'i': name = optarg; break;
         case 's': sizes = optarg; break;
         case 'd': data = optarg; break;
