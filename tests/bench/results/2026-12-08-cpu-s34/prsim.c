@@ -868,6 +868,25 @@ static int resize_bgr(const mk_image_t *src, int w, int h, mk_image_t *out)
     return 0;
 }
 
+/* The components of the model of an n-iteration GrabCut of img in rect (mask: its labels after it). */
+static int learn_comps(mk_ctx_t *cpu, const mk_image_t *img, mk_image_t *mask, const mk_rect_t *rect, int n,
+                       mk_gc_comp_t comps[2][MK_GC_MAX_K])
+{
+    mk_gc_params_t p = mk_gc_params_default();
+    mk_gc_model_t model;
+    p.iterations = n;
+    if (mk_grabcut(cpu, img, mask, rect, &p, &model, NULL)) {
+        fprintf(stderr, "grabcut\n");
+        return 1;
+    }
+    for (int gg = 0; gg < 2; gg++) {
+        const mk_gmm_t *m = gg ? &model.fgd : &model.bgd;
+        for (int k = 0; k < m->K; k++)
+            mk_gc_comp_set(m->weight[k], m->mean[k], &m->cov[k][0][0], &comps[gg][k]);
+    }
+    return 0;
+}
+
 /* BK's flow and cut of g (the reference) */
 static int64_t bk_solve(mk_ctx_t *cpu, graph *g, unsigned char *bkcut)
 {
@@ -917,17 +936,8 @@ static int video(const char *data, int W, int H, int frames)
             /* face box 69,48,94,86 (1-based) in 241 x 193: x 25..214, y 15..bottom */
             int x1 = 25 * W / src.width, y1 = 15 * H / src.height, x2 = 215 * W / src.width - 1;
             rect = (mk_rect_t){x1, y1, x2 - x1 + 1, H - y1};
-            mk_gc_model_t model;
-            p.iterations = 5;
-            if (mk_grabcut(cpu, &img, &mask, &rect, &p, &model, NULL)) {
-                fprintf(stderr, "grabcut\n");
+            if (learn_comps(cpu, &img, &mask, &rect, 5, comps))
                 return 1;
-            }
-            for (int gg = 0; gg < 2; gg++) {
-                const mk_gmm_t *m = gg ? &model.fgd : &model.bgd;
-                for (int k = 0; k < m->K; k++)
-                    mk_gc_comp_set(m->weight[k], m->mean[k], &m->cov[k][0][0], &comps[gg][k]);
-            }
         }
         mk_gc_nlinks_cpu(&img, mk_gc_beta_cpu(&img), p.gamma, p.cap_scale, g->cap, W);
         mk_gc_tlinks_cpu(&img, &mask, comps[0], comps[1], p.K, p.lambda, p.cap_scale, g->term, W);
@@ -1019,30 +1029,13 @@ int main(int argc, char **argv)
     /* the graphs of cuts 1..5 of a 5-iteration call (model m_it, the rectangle's hard labels) */
     int iters = getenv("PRSIM_ITERS") ? atoi(getenv("PRSIM_ITERS")) : 5;
     for (int it = 1; it <= iters; it++) {
-        mk_gc_model_t model;
         mk_gc_comp_t comps[2][MK_GC_MAX_K];
-        p.iterations = it;
-        if (mk_grabcut(cpu, &img, &mask, &rect, &p, &model, NULL)) {
-            fprintf(stderr, "grabcut\n");
+        if (learn_comps(cpu, &img, &mask, &rect, it, comps))
             return 1;
-        }
-        for (int gg = 0; gg < 2; gg++) {
-            const mk_gmm_t *m = gg ? &model.fgd : &model.bgd;
-            for (int k = 0; k < m->K; k++)
-                mk_gc_comp_set(m->weight[k], m->mean[k], &m->cov[k][0][0], &comps[gg][k]);
-        }
         mk_gc_tlinks_cpu(&img, &mask, comps[0], comps[1], p.K, p.lambda, p.cap_scale, g->term, W);
         /* BK on the CPU: the reference flow and cut */
-        mk_grid_graph_t gr = {.width = W, .height = H, .pitch = (size_t)W, .term = g->term};
-        for (int d = 0; d < 4; d++)
-            gr.edge[d] = g->cap[d];
-        mk_image_t bk = mk_image_desc(W, H, MK_FMT_GRAY, MK_U8);
-        mk_image_alloc(NULL, &bk, MK_MEM_HOST);
         mk_maxflow_stats_t ms;
-        mk_maxflow_grid(cpu, &gr, &bk, &ms);
-        for (int y = 0; y < H; y++)
-            memcpy(bkcut + (size_t)y * W, mk_image_row(&bk, 0, y), (size_t)W);
-        mk_image_free(NULL, &bk);
+        ms.flow = bk_solve(cpu, g, bkcut);
         printf(" cut %d: BK flow %lld\n", it, (long long)ms.flow);
         /* the warm sequence as the GPU runs it: cut 1 cold, the later ones from the last flow */
         int32_t *keep[4];
