@@ -68,6 +68,8 @@ typedef struct {
 typedef struct {
     long push_passes, bfs_passes, push_tiles, bfs_tiles, relabels, sweeps, push_waves, bfs_waves, bfs_px;
     long solves;
+    double push_pass_us; /* push passes by the visit-level model (visit_us): 2.6 + the larger of the slowest visit and the blocks' mean load */
+    double visit_crit, visit_sum; /* push passes: the slowest visit's and all visits' modelled us, summed */
     long first_iters, first_iters_max, later_iters, later_iters_max, later_visits; /* Jacobi steps of the BFS visits: first passes (sum, max), later */
 } cnt;
 
@@ -329,6 +331,7 @@ static void global_relabel(solver *s, int lim)
 
 /* local per-visit state */
 typedef struct {
+    int levels, bfs_calls, sweeps; /* this visit's local BFS level steps and calls, and its sweeps */
     int64_t r[8][TMAX * TMAX];
     int64_t w[TMAX * TMAX];
     int h[(TMAX + 2) * (TMAX + 2)];
@@ -379,6 +382,25 @@ static int local_bfs(solver *s, visit_t *v, int hc)
                 }
             }
     }
+    /* the warp BFS's level steps (maxflow_pr.cuh, warp_bfs): one per non-empty level, one per empty level it meets
+     * (then it jumps to the next seed), one to end */
+    {
+        static unsigned char seen[4 * TMAX * TMAX + 8];
+        int maxd = 0;
+        memset(seen, 0, sizeof seen);
+        for (int q = 0; q < T * T; q++)
+            if (v->in[q] && dl[q] < INF && dl[q] < (int)sizeof seen) {
+                seen[dl[q]] = 1;
+                if (dl[q] > maxd)
+                    maxd = dl[q];
+            }
+        int steps = 1;
+        for (int L = 1; L <= maxd; L++)
+            if (seen[L] || seen[L - 1])
+                steps++;
+        v->levels += steps;
+        v->bfs_calls++;
+    }
     int top = 0;
     for (int j = 0; j < T; j++)
         for (int i = 0; i < T; i++) {
@@ -412,11 +434,13 @@ static void push_visit(solver *s, visit_t *v, int o, int tid, int hc)
                 v->r[d][idx] = v->in[idx] ? resid(g, s->F0, x, y, d) : 0;
             v->w[idx] = v->in[idx] ? balance(g, s->F0, x, y) : 0;
         }
+    v->levels = v->bfs_calls = v->sweeps = 0;
     int active = local_bfs(s, v, hc) != 0, stalled = 0;
     int64_t wst[TMAX * TMAX];
     int hs[(TMAX + 2) * (TMAX + 2)];
     for (int sweep = 0; sweep < s->p.sweeps && active; sweep++) {
         s->c.sweeps++;
+        v->sweeps++;
         memcpy(wst, v->w, sizeof(int64_t) * T * T);
         int pushed = 0;
         for (int j = 0; j < T; j++)
@@ -553,6 +577,14 @@ static int64_t flow_now(solver *s)
     return fv;
 }
 
+/* A push visit's time on the H100 from its counts, by session 33's MASKD_MAXFLOW_PROFILE run at 416x416 (per
+ * visit: load 1.72 us, store 1.0; a local BFS 7002 cycles for 17.1 level steps on average, taken as 1000 + 350 a
+ * step; a sweep 1603 cycles; 1.98 GHz). */
+static double visit_us(const visit_t *v)
+{
+    return 2.72 + (1000.0 * v->bfs_calls + 350.0 * v->levels + 1603.0 * v->sweeps) / 1980.0;
+}
+
 /* One solve from g's current flow (clamped). Returns the flow value; the cut (1 = cannot reach the sink) in cut. */
 static int64_t solve(solver *s, unsigned char *cut)
 {
@@ -641,8 +673,18 @@ static int64_t solve(solver *s, unsigned char *cut)
             for (int d = 0; d < 4; d++)
                 memcpy(s->F0[d], g->f[d], n * 4);
             memcpy(s->lab0, s->lab, n * sizeof(int));
-            for (int k = 0; k < nt; k++)
+            double vmax = 0, vsum = 0;
+            for (int k = 0; k < nt; k++) {
                 push_visit(s, v, o, s->cur[k], hc);
+                double us = visit_us(v);
+                vmax = us > vmax ? us : vmax;
+                vsum += us;
+            }
+            s->c.visit_crit += vmax;
+            s->c.visit_sum += vsum;
+            s->c.push_pass_us += 2.6 + (vsum / G_blocks > vmax ? vsum / G_blocks : vmax);
+            if (G_verbose > 2)
+                printf(" P%d/%.1f", nt, vmax);
             if (G_verbose > 1) {
                 int64_t fv = 0;
                 long act = 0;
@@ -760,12 +802,20 @@ static double cost_us(const cnt *c)
     return 12.5 * c->push_waves + 8.0 * c->bfs_waves + 15.0 * c->solves;
 }
 
+/* The visit-level model: push passes from their visits' counts (visit_us), BFS passes 2.6 us + 5.5 us a wave (the
+ * profile's mean slowest BFS visit), 5 us a relabel's labels pass, 20 us to start a solve. */
+static double cost2_us(const cnt *c)
+{
+    return c->push_pass_us + 2.6 * c->bfs_passes + 5.5 * c->bfs_waves + 5.0 * c->relabels + 20.0 * c->solves;
+}
+
 static void cnt_add(cnt *a, const cnt *b)
 {
     a->push_passes += b->push_passes, a->bfs_passes += b->bfs_passes, a->push_tiles += b->push_tiles;
     a->bfs_tiles += b->bfs_tiles, a->relabels += b->relabels, a->sweeps += b->sweeps;
     a->push_waves += b->push_waves, a->bfs_waves += b->bfs_waves, a->bfs_px += b->bfs_px;
     a->solves += b->solves;
+    a->visit_crit += b->visit_crit, a->visit_sum += b->visit_sum, a->push_pass_us += b->push_pass_us;
     a->first_iters += b->first_iters, a->later_iters += b->later_iters, a->later_visits += b->later_visits;
     if (b->later_iters_max > a->later_iters_max)
         a->later_iters_max = b->later_iters_max;
@@ -778,6 +828,9 @@ static void print_cnt(const char *what, const cnt *c)
     printf("  %-34s push %4ld (tiles %6ld waves %4ld) bfs %4ld (tiles %6ld waves %4ld) relabels %3ld  ~%6.0f us\n",
            what, c->push_passes, c->push_tiles, c->push_waves, c->bfs_passes, c->bfs_tiles, c->bfs_waves, c->relabels,
            cost_us(c));
+    if (getenv("PRSIM_COST2"))
+        printf("  %-34s visit-level model ~%6.0f us (push passes %.0f us; slowest visits %.0f us)\n", "", cost2_us(c),
+               c->push_pass_us, c->visit_crit);
     if (getenv("PRSIM_BFS_STATS"))
         printf("  %-34s bfs steps: first passes %ld (max %ld a visit), later passes %ld (%ld visits, max %ld)\n", "",
                c->first_iters, c->first_iters_max, c->later_iters, c->later_visits, c->later_iters_max);

@@ -51,4 +51,14 @@ PRSIM_VERBOSE=2 $P $D person1 416 416 0 > prsim_416_passes.txt 2>&1
  for PA in "-1,-1,-1,-1,0" "-1,-1,16"; do echo "## PRSIM_PARAMS=$PA, frames 1..12"; PRSIM_PARAMS=$PA $P $D --video 241 193 12; done
  echo "## HEAD, frames 1..12"; $P $D --video 241 193 12
  echo "# otb_man resized to 416x416, frames 1..20"; $P $D --video 416 416 20) > prsim_video.txt 2>&1
+# the visit-level model: the slowest visit of each push pass of the cold cut at 416x416 (the GPU's profile beside
+# it), the 5 cuts' modelled time at every size, and sweeps per visit 4..16
+(echo "# cold cut 1 at 416x416: push passes as P<tiles>/<slowest visit, us>, the model"
+ PRSIM_VERBOSE=3 PRSIM_ITERS=1 $P $D person1 416 416 0 | grep -o ' P[0-9]*/[0-9.]*' | tr -d '\n'; echo
+ echo "# the same, session 33's MASKD_MAXFLOW_PROFILE run on the H100 (s33a/prof416.log)"
+ head -2 ../2026-12-07-h100-s33/s33a/prof416.log | tail -1 | grep -o 'P[0-9]*/[0-9.]*' | tr '\n' ' '; echo
+ for sz in "104 104" "160 120" "320 240" "416 416" "640 480"; do echo "## person1 $sz"
+   PRSIM_COST2=1 $P $D person1 $sz 0 | grep -A1 'all cuts'; done
+ for sz in "320 240" "416 416" "640 480"; do for SW in 4 6 8 12 16; do echo "## person1 $sz, sweeps $SW"
+   PRSIM_COST2=1 PRSIM_PARAMS=$SW $P $D person1 $sz 0 | grep -A1 'all cuts'; done; done) > prsim_visit_model.txt 2>&1
 ! grep -E 'MISMATCH|DIFFER' prsim_*.txt
