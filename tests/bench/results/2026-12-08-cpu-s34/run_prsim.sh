@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 34: every prsim run of this folder (CPU only; ~6 minutes on the 2-core dev VM). From the repository root,
+# Session 34: every prsim run of this folder (CPU only; ~8 minutes on the 2-core dev VM). From the repository root,
 # after `meson setup build && ninja -C build`: bash tests/bench/results/2026-12-08-cpu-s34/run_prsim.sh [DATA]
 set -eu
 R=tests/bench/results/2026-12-08-cpu-s34
