@@ -174,6 +174,17 @@ static int add_override(daemon_t *d, const char *key, const char *value)
     return 0;
 }
 
+/* The command line's overrides and the configuration, at every exit of main (LeakSanitizer runs the tests). */
+static void free_startup(daemon_t *d, mk_config_t *cfg)
+{
+    for (int i = 0; i < d->noverrides; i++)
+        free(d->overrides[i]);
+    free(d->overrides);
+    d->overrides = NULL;
+    d->noverrides = 0;
+    free(cfg);
+}
+
 /* mkdir -p for --runtime-dir. */
 static int make_dir(const char *path)
 {
@@ -219,43 +230,53 @@ int main(int argc, char **argv)
         case 'S':
             if (!strchr(optarg, '=')) {
                 fprintf(stderr, "maskd: --set needs KEY=VALUE, not '%s'\n", optarg);
+                free_startup(&d, NULL);
                 return 2;
             }
-            if (add_override(&d, optarg, NULL))
+            if (add_override(&d, optarg, NULL)) {
+                free_startup(&d, NULL);
                 return 1;
+            }
             break;
         case 'f': break;
         case 'p': print_config = 1; break;
-        case 'k': return mk_config_check_file(optarg, stderr) == 0 ? 0 : 1;
-        case 'V': printf("maskd %s\n", MASKD_VERSION); return 0;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'k': free_startup(&d, NULL); return mk_config_check_file(optarg, stderr) == 0 ? 0 : 1;
+        case 'V': free_startup(&d, NULL); printf("maskd %s\n", MASKD_VERSION); return 0;
+        case 'h': free_startup(&d, NULL); usage(stdout); return 0;
+        default: free_startup(&d, NULL); usage(stderr); return 2;
         }
     }
     if (optind != argc) {
         fprintf(stderr, "maskd: unexpected argument '%s'\n", argv[optind]);
         usage(stderr);
+        free_startup(&d, NULL);
         return 2;
     }
     if (mk_paths_instance_check(d.instance)) {
         fprintf(stderr, "maskd: %s\n", mk_err_msg());
+        free_startup(&d, NULL);
         return 2;
     }
-    if ((source && add_override(&d, "source.spec", source)) || (backend && add_override(&d, "backend", backend)))
+    if ((source && add_override(&d, "source.spec", source)) || (backend && add_override(&d, "backend", backend))) {
+        free_startup(&d, NULL);
         return 1;
+    }
     if (!d.config_explicit)
         mk_paths_config_file(d.instance, d.config_path, sizeof d.config_path);
 
     mk_config_t *cfg = malloc(sizeof *cfg);
     if (!cfg || build_config(&d, MK_LOG_ERROR, cfg)) {
         fprintf(stderr, "maskd: %s\n", cfg ? mk_err_msg() : "out of memory");
+        free_startup(&d, cfg);
         return 1;
     }
     if (print_config) {
         char *s = mk_config_print(cfg, 0);
-        fputs(s ? s : "", stdout);
+        const int ok = s != NULL;
+        fputs(ok ? s : "", stdout);
         free(s);
-        return s ? 0 : 1;
+        free_startup(&d, cfg);
+        return ok ? 0 : 1;
     }
     if (!getenv("MASKD_LOG"))
         mk_log_set_level((mk_log_level_t)cfg->log.level);
@@ -308,6 +329,7 @@ int main(int argc, char **argv)
         mk_control_destroy(d.ctl);
         mk_pipeline_destroy(d.pipe);
         mk_notify_close(notify);
+        free_startup(&d, cfg);
         return 1;
     }
 
@@ -335,10 +357,7 @@ int main(int argc, char **argv)
     d.ctl = NULL;
     mk_pipeline_destroy(d.pipe);
     mk_notify_close(notify);
-    for (int i = 0; i < d.noverrides; i++)
-        free(d.overrides[i]);
-    free(d.overrides);
-    free(cfg);
+    free_startup(&d, cfg);
     if (failed_rc) {
         MK_ERROR("stopped: %s", failed);
         return 1;

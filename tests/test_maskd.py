@@ -917,7 +917,9 @@ def group_gpulost():
     trigger = os.path.join(tmp, "fault-now")
     n = Notify("gpulost")
     try:
-        env = dict(n.env(600000), LD_PRELOAD=lib, MASKD_TEST_GPU_FAULT_FILE=trigger)
+        # after any preload already set (a sanitizer's runtime must stay first in the list)
+        preload = (os.environ.get("LD_PRELOAD", "") + " " + lib).strip()
+        env = dict(n.env(600000), LD_PRELOAD=preload, MASKD_TEST_GPU_FAULT_FILE=trigger)
         try:
             d = Maskd("gpulost", backend="cuda", env=env)
         except RuntimeError as e:
