@@ -904,6 +904,70 @@ static void test_default_file(void **state)
     free(printed);
 }
 
+/* Random mutations of config/maskd.json loaded as a file, and of --set arguments: every error names its key
+ * (or is a file-level error), a load with errors commits nothing, one without commits; never a crash (the CI's
+ * sanitizer build runs this too). */
+static void test_mutations(void **state)
+{
+    (void)state;
+    static const char *const tokens[] = {"{", "}", "[", "]", "\"", ":", ",", "null", "true", "-1", "1e999",
+                                         "9223372036854775808", "\"grabcut\": {", "\"iterations\": ",
+                                         "\"source.spec\": ", "\"\\u0000\"", "\"\\ud800\"", "0.5", "\"x\""};
+    static const char *const sets[] = {"grabcut.iterations=5", "guided.radius=8", "source.spec=testpattern",
+                                       "detect.thresh=0.25", "mask.threshold=otsu", "backend=cpu"};
+    char *file = read_source("config/maskd.json"), path[512];
+    snprintf(path, sizeof path, "%s/mutated.json", tmpdir);
+    mk_config_t def;
+    mk_config_defaults(&def);
+    tu_rng_t rng = {4242};
+    int clean = 0, errors = 0;
+    for (int i = 0; i < 1500; i++) {
+        size_t n;
+        char *m = tu_mutate(&rng, file, strlen(file), tokens, (int)(sizeof tokens / sizeof tokens[0]), &n);
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(m, 1, n, f), n);
+        fclose(f);
+        mk_config_txn_t *t = mk_config_txn_new(&def, MK_CFG_TXN_WHOLE);
+        assert_non_null(t);
+        int rc = mk_config_txn_load_file(t, path);
+        size_t ne = mk_config_txn_nerrors(t);
+        assert_int_equal(rc != 0, ne != 0);
+        for (size_t e = 0; e < ne; e++) {
+            const mk_config_error_t *err = mk_config_txn_error(t, e);
+            if (!err->msg[0] || (err->key[0] && strncmp(err->msg, err->key, strlen(err->key))))
+                fail_msg("mutation %d, error %zu: key '%s', message '%s'", i, e, err->key, err->msg);
+        }
+        mk_config_t c = def;
+        c.grabcut.iterations = 3;
+        int committed = mk_config_txn_commit(t, &c, NULL);
+        if (ne) {
+            assert_int_equal(committed, MK_EINVAL);
+            assert_int_equal(c.grabcut.iterations, 3);
+            errors++;
+        } else {
+            assert_true(committed >= 0);
+            clean++;
+        }
+        mk_config_txn_free(t);
+        free(m);
+        /* a --set argument */
+        const char *seed = sets[i % (int)(sizeof sets / sizeof sets[0])];
+        m = tu_mutate(&rng, seed, strlen(seed), tokens, (int)(sizeof tokens / sizeof tokens[0]), &n);
+        t = mk_config_txn_new(&def, 0);
+        assert_non_null(t);
+        rc = mk_config_txn_set_arg(t, m);
+        assert_int_equal(rc != 0, mk_config_txn_nerrors(t) != 0);
+        if (rc && !mk_config_txn_error(t, 0)->msg[0])
+            fail_msg("--set '%s': an error without a message", m);
+        mk_config_txn_free(t);
+        free(m);
+    }
+    print_message("mutated files: %d loaded, %d refused\n", clean, errors);
+    assert_true(clean > 0 && errors > 0);
+    free(file);
+}
+
 /* config/README.md's option reference is mk_options_markdown()'s table. */
 static void test_docs(void **state)
 {
@@ -1036,7 +1100,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_files),          cmocka_unit_test(test_transactions),
         cmocka_unit_test(test_markdown_and_list), cmocka_unit_test(test_default_file),
-        cmocka_unit_test(test_docs),
+        cmocka_unit_test(test_docs),           cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_paths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -11,6 +11,7 @@
 #include "ctlproto.h"
 #include "errors.h"
 #include "fakedaemon.h"
+#include "testutil.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -535,6 +536,74 @@ static void test_bad_requests(void **state)
     fd_stop(&d);
 }
 
+/* ---- mutated requests ------------------------------------------------------------------------------------ */
+
+/* Random mutations of valid requests, on one connection: each gets one reply, ok or an error with a class and a
+ * description, and the connection keeps serving; never a crash (the CI's sanitizer build runs this too). */
+static void test_mutated_requests(void **state)
+{
+    fd_daemon_t *d = *state;
+    static const char *const seeds[] = {
+        "{\"id\": 1, \"cmd\": \"get\", \"args\": \"grabcut.iterations\"}",
+        "{\"id\": 2, \"cmd\": \"get\", \"args\": [\"guided.radius\", \"backend\"]}",
+        "{\"id\": 3, \"cmd\": \"set\", \"args\": {\"grabcut.iterations\": 4, \"guided.eps\": 0.001}}",
+        "{\"id\": 4, \"cmd\": \"set\", \"args\": {\"mask\": {\"threshold\": \"otsu\"}}}",
+        "{\"id\": 5, \"cmd\": \"list\", \"args\": \"grabcut\"}",
+        "{\"id\": 6, \"cmd\": \"subscribe\", \"args\": [\"config\"]}",
+        "{\"id\": 7, \"cmd\": \"unsubscribe\", \"args\": \"config\"}",
+        "{\"id\": \"s\", \"cmd\": \"stats\"}",
+        "{\"id\": 9, \"cmd\": \"version\", \"args\": null}",
+        "{\"cmd\": \"help\"}",
+    };
+    static const char *const tokens[] = {"\"cmd\"", "\"args\"", "\"id\"", "\"set\"", "\"get\"", "\"list\"",
+                                         "\"subscribe\"", "{", "}", "[", "]", ":", ",", "null", "true", "1e999",
+                                         "-0", "99999999999999999999", "\"\\u0000\"", "\"\\ud800\"",
+                                         "\"grabcut.iterations\"", "\"source.spec\"", "{\"a\": {\"b\": [[]]}}"};
+    cli_t c;
+    cli_open(&c, d->path, NULL);
+    tu_rng_t rng = {99};
+    int oks = 0, errs = 0;
+    for (int i = 0; i < 1500; i++) {
+        const char *seed = seeds[i % (int)(sizeof seeds / sizeof seeds[0])];
+        size_t n;
+        char *line = tu_mutate(&rng, seed, strlen(seed), tokens, (int)(sizeof tokens / sizeof tokens[0]), &n);
+        int blank = 1;
+        for (size_t k = 0; k < n; k++) {
+            if (line[k] == '\n' || line[k] == '\0')
+                line[k] = ' ';
+            blank &= line[k] == ' ' || line[k] == '\t' || line[k] == '\r';
+        }
+        if (blank) {
+            free(line);
+            continue; /* blank lines get no reply */
+        }
+        cJSON *r = cli_call(&c, line);
+        cJSON *ok = cJSON_GetObjectItem(r, "ok");
+        if (!cJSON_IsBool(ok))
+            fail_msg("mutation %d '%s': no ok in %s", i, line, cJSON_PrintUnformatted(r));
+        if (cJSON_IsTrue(ok)) {
+            oks++;
+        } else {
+            cJSON *e = cJSON_GetObjectItem(r, "error");
+            cJSON *cls = cJSON_GetObjectItem(e, "class"), *desc = cJSON_GetObjectItem(e, "desc");
+            if (!cJSON_IsString(cls) || !cJSON_IsString(desc) || !desc->valuestring[0])
+                fail_msg("mutation %d '%s': error without class or description: %s", i, line,
+                         cJSON_PrintUnformatted(r));
+            errs++;
+        }
+        cJSON_Delete(r);
+        free(line);
+        if (i % 100 == 99) {
+            r = cli_call(&c, "{\"id\": 4242, \"cmd\": \"version\"}");
+            ok_result(r, 4242);
+            cJSON_Delete(r);
+        }
+    }
+    print_message("mutated requests: %d ok, %d errors\n", oks, errs);
+    assert_true(oks > 0 && errs > 0);
+    cli_close(&c);
+}
+
 /* ---- 64 concurrent clients ------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -892,6 +961,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_set_ordering_and_timeout, setup, teardown),
         cmocka_unit_test(test_set_timeouts_in_a_row),
         cmocka_unit_test(test_bad_requests),
+        cmocka_unit_test_setup_teardown(test_mutated_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_clients, setup, teardown),
         cmocka_unit_test(test_slow_subscriber),
         cmocka_unit_test_setup_teardown(test_events, setup, teardown),

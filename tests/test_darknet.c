@@ -552,6 +552,66 @@ static void test_weights_corrupt(void **state)
     free(ocfg);
 }
 
+/* Random mutations of the real cfg (with its weights) and of the weights (with its cfg): each load gives a network
+ * or an error with a message naming the file, never a crash (the CI's sanitizer build runs this too). A loaded
+ * network also runs a forward pass on its input (a cfg mutated into a larger net is skipped past 640x640). */
+static void test_mutations(void **state)
+{
+    (void)state;
+    char cfgp[4096], wp[4096];
+    if (!tu_data_path(cfgp, sizeof cfgp, "models/yolo-fastest-1.1-body/yolo-fastest-1.1_body.cfg") ||
+        !tu_data_path(wp, sizeof wp, "models/yolo-fastest-1.1-body/yolo-fastest-1.1_body.weights"))
+        return;
+    void *cfg, *wts;
+    size_t cfg_len, wlen;
+    TU_OK(mk_file_read(cfgp, &cfg, &cfg_len));
+    TU_OK(mk_file_read(wp, &wts, &wlen));
+    static const char *const tokens[] = {"[convolutional]\n", "[route]\nlayers=-1,-3\n", "[shortcut]\nfrom=-2\n",
+                                         "[maxpool]\nsize=2\nstride=2\n", "[upsample]\nstride=2\n", "[yolo]\n",
+                                         "filters=", "groups=", "size=", "stride=", "layers=", "from=", "mask=",
+                                         "anchors=", "activation=", "batch_normalize=", "-1", "0", "9999999999",
+                                         "1e30", "nan", "-", ",", "\n"};
+    tu_rng_t rng = {20261208};
+    int loaded = 0, refused = 0;
+    for (int i = 0; i < 400; i++) {
+        const int on_cfg = i % 4 != 3; /* three in four mutate the cfg, the rest the weights */
+        size_t n;
+        char *m = on_cfg ? tu_mutate(&rng, cfg, cfg_len, tokens, (int)(sizeof tokens / sizeof tokens[0]), &n)
+                         : tu_mutate(&rng, wts, wlen, NULL, 0, &n);
+        mk_net_t *net = NULL;
+        mk_err_clear();
+        int rc = on_cfg ? mk_net_load_mem(tu_cpu, m, n, "m.cfg", wts, wlen, "m.weights", NULL, &net)
+                        : mk_net_load_mem(tu_cpu, cfg, cfg_len, "m.cfg", m, n, "m.weights", NULL, &net);
+        if (rc) {
+            assert_null(net);
+            const char *msg = mk_err_msg();
+            if (!strstr(msg, "m.cfg") && !strstr(msg, "m.weights"))
+                fail_msg("mutation %d: the message names no file: '%s'", i, msg);
+            refused++;
+        } else {
+            assert_non_null(net);
+            int c, h, w;
+            mk_net_input_dims(net, &c, &h, &w);
+            if ((size_t)h * (size_t)w <= 640u * 640u) {
+                mk_image_t in = mk_net_input_desc(net);
+                TU_OK(mk_image_alloc(NULL, &in, MK_MEM_HOST));
+                memset(in.data, 0, mk_image_bytes(&in));
+                rc = mk_net_forward(net, &in);
+                if (rc)
+                    fail_msg("mutation %d: loaded, then forward failed: %s", i, mk_err_msg());
+                mk_image_free(NULL, &in);
+            }
+            mk_net_destroy(net);
+            loaded++;
+        }
+        free(m);
+    }
+    print_message("mutations: %d loaded, %d refused with a message\n", loaded, refused);
+    assert_true(loaded > 0 && refused > 0);
+    free(cfg);
+    free(wts);
+}
+
 /* Shapes that cannot work, and cfg errors seen through the loader. */
 static void test_bad_networks(void **state)
 {
@@ -846,6 +906,7 @@ int main(void)
         cmocka_unit_test(test_yolo_layer),
         cmocka_unit_test(test_weights_header),
         cmocka_unit_test(test_weights_corrupt),
+        cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_bad_networks),
         cmocka_unit_test(test_random_weights),
         cmocka_unit_test(test_parity_fastest_body),

@@ -285,12 +285,64 @@ static void test_shared_cfgs(void **state)
     assert_int_equal(parsed, 9); /* six stock cfgs with [yolo], body, 1.1, 1.1-xl */
 }
 
+/* Random mutations of the table's accepted cfgs and of the shared body cfg: each parses or fails with a message
+ * that starts with "m.cfg:LINE: ", never a crash (the CI's sanitizer build runs this too). */
+static void test_mutations(void **state)
+{
+    (void)state;
+    static const char *const tokens[] = {"[net]\n", "[convolutional]\n", "[route]\n", "[shortcut]\n", "[yolo]\n",
+                                         "[maxpool]\n", "[upsample]\n", "[dropout]\n", "layers=", "from=", "mask=",
+                                         "anchors=", "filters=", "size=", "stride=", "groups=", "width=", "-1",
+                                         "-99", "0", "2147483648", "1e40", "nan", "inf", ",", ",,", "=", "\n", "\r\n"};
+    const char *seeds[16];
+    size_t seed_len[16];
+    int ns = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] && ns < 15; i++)
+        if (cases[i].code == 0) {
+            seeds[ns] = cases[i].text;
+            seed_len[ns++] = strlen(cases[i].text);
+        }
+    void *body = NULL;
+    char path[4096];
+    const char *rel = "models/yolo-fastest-1.1-body/yolo-fastest-1.1_body.cfg";
+    if (tu_data_dir() && tu_data_path(path, sizeof path, rel)) {
+        TU_OK(mk_file_read(path, &body, &seed_len[ns]));
+        seeds[ns++] = body;
+    }
+    tu_rng_t rng = {77};
+    int ok = 0, bad = 0;
+    for (int i = 0; i < 4000; i++) {
+        const int k = i % ns;
+        size_t n;
+        char *m = tu_mutate(&rng, seeds[k], seed_len[k], tokens, (int)(sizeof tokens / sizeof tokens[0]), &n);
+        mk_darknet_cfg_t cfg;
+        mk_err_clear();
+        int rc = mk_darknet_cfg_parse(m, n, "m.cfg", &cfg);
+        if (rc == 0) {
+            assert_true(cfg.n_layers >= 0);
+            mk_darknet_cfg_free(&cfg);
+            ok++;
+        } else {
+            const char *msg = mk_err_msg();
+            int line = 0;
+            if (sscanf(msg, "m.cfg:%d: ", &line) != 1 || line < 1)
+                fail_msg("mutation %d of seed %d: '%s' does not start with m.cfg:LINE:", i, k, msg);
+            bad++;
+        }
+        free(m);
+    }
+    print_message("mutations: %d parsed, %d refused with file:line\n", ok, bad);
+    assert_true(ok > 0 && bad > 0);
+    free(body);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_shared_cfgs),
+        cmocka_unit_test(test_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -527,6 +527,129 @@ static void test_y4m(void **state)
     }
 }
 
+/* ---- mutated files ------------------------------------------------------------------------------------ */
+
+/* Opens `path` and reads it to its end (at most 300 frames): the open and every read either work or fail with a
+ * message; no crash, no hang (a sanitizer build checks the reads). Returns the frames delivered, -1 if refused. */
+static int read_mutated(const char *path, const char *what, int i)
+{
+    char spec[600];
+    snprintf(spec, sizeof spec, "file:%s", path);
+    mk_source_config_t c;
+    mk_source_config_init(&c);
+    c.realtime = 0;
+    mk_source_t *src = NULL;
+    mk_err_clear();
+    if (mk_source_open(spec, &c, &src)) {
+        if (!mk_err_msg()[0])
+            fail_msg("%s mutation %d: refused without a message", what, i);
+        assert_null(src);
+        return -1;
+    }
+    int n = 0;
+    for (; n < 300; n++) {
+        mk_frame_t f;
+        int rc = mk_source_next(src, 2000, &f);
+        if (rc == MK_SOURCE_EOS)
+            break;
+        if (rc < 0) {
+            if (!mk_err_msg()[0])
+                fail_msg("%s mutation %d: a read error without a message", what, i);
+            break;
+        }
+        if (rc != MK_SOURCE_FRAME)
+            fail_msg("%s mutation %d: status %d from a file", what, i, rc);
+        assert_true(f.kind == MK_FRAME_MJPEG ? f.data && f.len > 0 : f.image.data != NULL);
+        TU_OK(mk_source_release(src, &f));
+    }
+    mk_source_close(src);
+    return n;
+}
+
+/* `data` with its bytes [from, to) replaced by a mutation of them, written to `path`. */
+static void write_mutated(const char *path, tu_rng_t *r, const uint8_t *data, size_t len, size_t from, size_t to)
+{
+    static const char *const tokens[] = {"RIFF", "LIST", "movi", "idx1", "00dc", "strh", "strf", "avih", "JUNK",
+                                         "\xff\xff\xff\x7f", "\0\0\0\0", "\xff\xd8", "\xff\xd9",
+                                         "FRAME\n", "YUV4MPEG2 ", "W99999 ", "H0 ", "C411 ", "F0:0 "};
+    size_t n;
+    char *m = tu_mutate(r, (const char *)data + from, to - from, tokens, (int)(sizeof tokens / sizeof tokens[0]), &n);
+    uint8_t *out = malloc(len - (to - from) + n);
+    assert_non_null(out);
+    memcpy(out, data, from);
+    memcpy(out + from, m, n);
+    memcpy(out + from + n, data + to, len - to);
+    TU_OK(mk_file_write(path, out, len - (to - from) + n));
+    free(out);
+    free(m);
+}
+
+/* Random mutations of the otb AVI (its headers and its index), of a raw MJPEG stream and of a Y4M file. */
+static void test_mutations(void **state)
+{
+    (void)state;
+    char avi[4096], path[512];
+    void *a;
+    size_t alen;
+    if (!otb(avi, sizeof avi, "man_mjpeg.avi"))
+        skip();
+    TU_OK(mk_file_read(avi, &a, &alen));
+    tu_rng_t r = {31337};
+    int refused = 0, read = 0;
+    snprintf(path, sizeof path, "%s/m.avi", tmpdir);
+    for (int i = 0; i < 120; i++) {
+        /* the headers (up to the first frames), the index at the end, or one span anywhere */
+        size_t from = i % 3 == 0 ? 0 : i % 3 == 1 ? alen - 2400 : (size_t)(tu_rand(&r) % (alen - 64));
+        size_t to = i % 3 == 0 ? 12000 : i % 3 == 1 ? alen : from + 64;
+        write_mutated(path, &r, a, alen, from, to);
+        int n = read_mutated(path, "avi", i);
+        refused += n < 0;
+        read += n > 0;
+    }
+    free(a);
+    /* a raw MJPEG stream: the first 6 otb frames back to back */
+    int nf;
+    tu_blob_t *frames = tu_otb_frames(&nf);
+    assert_non_null(frames);
+    size_t slen = 0;
+    for (int i = 0; i < 6; i++)
+        slen += frames[i].len;
+    uint8_t *stream = malloc(slen), *p = stream;
+    assert_non_null(stream);
+    for (int i = 0; i < 6; i++) {
+        memcpy(p, frames[i].data, frames[i].len);
+        p += frames[i].len;
+    }
+    tu_blobs_free(frames, nf);
+    snprintf(path, sizeof path, "%s/m.mjpeg", tmpdir);
+    for (int i = 0; i < 60; i++) {
+        size_t from = (size_t)(tu_rand(&r) % (slen - 64));
+        write_mutated(path, &r, stream, slen, from, from + 64);
+        int n = read_mutated(path, "mjpeg", i);
+        refused += n < 0;
+        read += n > 0;
+    }
+    free(stream);
+    /* a Y4M of 3 frames: its header, or 12 bytes around where a frame starts */
+    size_t fb, ylen;
+    snprintf(path, sizeof path, "%s/seed.y4m", tmpdir);
+    free(write_y4m(path, "YUV4MPEG2 W40 H30 F25:1 C420jpeg", 40, 30, C420, 3, 0, &fb));
+    void *y;
+    TU_OK(mk_file_read(path, &y, &ylen));
+    snprintf(path, sizeof path, "%s/m.y4m", tmpdir);
+    for (int i = 0; i < 120; i++) {
+        size_t hdr = strlen("YUV4MPEG2 W40 H30 F25:1 C420jpeg\n"), frame = hdr + (size_t)(i % 3) * (fb + 6);
+        size_t from = i % 2 ? 0 : frame, to = i % 2 ? hdr : frame + 12;
+        write_mutated(path, &r, y, ylen, from, to);
+        int n = read_mutated(path, "y4m", i);
+        refused += n < 0;
+        read += n > 0;
+    }
+    free(y);
+    print_message("mutated files: %d refused, %d read with frames\n", refused, read);
+    assert_true(refused > 0 && read > 0);
+}
+
 /* A JPEG directory with files that are no frame — an empty one (truncated to nothing), a directory named like a
  * JPEG — skips and counts them as corrupt and delivers the others; a looping directory with no readable frame at
  * all ends (EOS) instead of spinning. The source does not decode: any bytes make a frame here. */
@@ -650,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_pacing),        cmocka_unit_test(test_held_frames),
         cmocka_unit_test(test_y4m),           cmocka_unit_test(test_dir_unreadable),
         cmocka_unit_test(test_refused),       cmocka_unit_test(test_fifo),
+        cmocka_unit_test(test_mutations),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -67,6 +67,61 @@ int tu_rand_int(tu_rng_t *r, int lo, int hi)
     return lo + (int)(tu_rand(r) % (uint64_t)(hi - lo + 1));
 }
 
+char *tu_mutate(tu_rng_t *r, const char *text, size_t len, const char *const *tokens, int ntokens, size_t *out_len)
+{
+    static const char syntax[] = "{}[]\":,=\\\n\r\t #;-+.0e9";
+    size_t maxtok = 0, n = len;
+    for (int e = 0; e < ntokens; e++)
+        maxtok = strlen(tokens[e]) > maxtok ? strlen(tokens[e]) : maxtok;
+    const int edits = tu_rand_int(r, 1, 4);
+    const size_t cap = len + (size_t)edits * (maxtok + 16); /* an edit adds a token or at most 16 bytes */
+    char *b = malloc(cap + 1);
+    assert_non_null(b);
+    memcpy(b, text, len);
+    for (int e = 0; e < edits; e++) {
+        size_t at = n ? (size_t)(tu_rand(r) % n) : 0, span = n - at ? 1 + (size_t)(tu_rand(r) % (n - at)) : 0;
+        span = span > 16 ? 1 + span % 16 : span;
+        switch (tu_rand_int(r, 0, 6)) {
+        case 0: /* a random byte replaced */
+            if (n)
+                b[at] = (char)(tu_rand(r) >> 56);
+            break;
+        case 1: /* a syntax byte replaced */
+            if (n)
+                b[at] = syntax[tu_rand(r) % (sizeof syntax - 1)];
+            break;
+        case 2: /* a syntax byte inserted */
+            memmove(b + at + 1, b + at, n - at);
+            b[at] = syntax[tu_rand(r) % (sizeof syntax - 1)];
+            n++;
+            break;
+        case 3: /* a span deleted */
+            memmove(b + at, b + at + span, n - at - span);
+            n -= span;
+            break;
+        case 4: /* a span repeated */
+            memmove(b + at + span, b + at, n - at);
+            n += span;
+            break;
+        case 5: /* a token inserted */
+            if (ntokens) {
+                const char *t = tokens[tu_rand(r) % (uint64_t)ntokens];
+                size_t tl = strlen(t);
+                memmove(b + at + tl, b + at, n - at);
+                memcpy(b + at, t, tl);
+                n += tl;
+            }
+            break;
+        default: /* cut short */
+            n = at;
+            break;
+        }
+    }
+    b[n] = '\0';
+    *out_len = n;
+    return b;
+}
+
 void tu_fill_random(mk_image_t *img, tu_rng_t *r)
 {
     size_t row = mk_image_row_bytes(img), rows = mk_image_rows(img);

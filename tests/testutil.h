@@ -30,6 +30,12 @@ uint64_t tu_rand(tu_rng_t *r);
 /* Uniform integer in [lo, hi]. */
 int tu_rand_int(tu_rng_t *r, int lo, int hi);
 
+/* A mutation of `len` bytes of text for robustness tests: 1 to 4 edits, each one of: a byte replaced (by a random
+ * byte or one of JSON's and INI's syntax bytes), a byte inserted, a span deleted, a span repeated, one of the
+ * `ntokens` tokens inserted, the text cut short. Returns a malloc'd NUL-terminated buffer (bytes past *out_len
+ * may include NULs only if the text or the random bytes hold them) with its length in *out_len. */
+char *tu_mutate(tu_rng_t *r, const char *text, size_t len, const char *const *tokens, int ntokens, size_t *out_len);
+
 /* Fills the rows of a host u8 image with random bytes (the pitch padding keeps what it had). */
 void tu_fill_random(mk_image_t *img, tu_rng_t *r);
 
