@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,8 +62,16 @@ int mk_notify_open(int unset_env, mk_notify_t **out)
                 n->addr.sun_path[0] = '\0'; /* the abstract namespace; the name is not NUL-terminated */
             n->addr_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + (sock[0] == '/'));
             n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+            /* a waiting send gives up after MK_NOTIFY_WAIT_MS (the kernel honours SO_SNDTIMEO while it waits for
+             * room in an AF_UNIX datagram receiver's queue) */
+            const struct timeval tv = {MK_NOTIFY_WAIT_MS / 1000, (MK_NOTIFY_WAIT_MS % 1000) * 1000};
             if (n->fd < 0)
                 rc = mk_err_set(MK_EIO, "notify socket: %s", strerror(errno));
+            else if (setsockopt(n->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv)) {
+                rc = mk_err_set(MK_EIO, "notify socket: SO_SNDTIMEO: %s", strerror(errno));
+                close(n->fd);
+                n->fd = -1;
+            }
         }
     }
     if (rc)
@@ -106,6 +115,9 @@ static int send_msg(mk_notify_t *n, const char *msg, int nowait)
     while (r < 0 && errno == EINTR);
     if (r < 0 && nowait && (errno == EAGAIN || errno == EWOULDBLOCK))
         return 1;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return mk_err_set(MK_EIO, "sd_notify: the receiver's queue stayed full for %d ms: '%.40s' not sent",
+                          MK_NOTIFY_WAIT_MS, msg);
     if (r < 0)
         return mk_err_set(MK_EIO, "sd_notify: %s", strerror(errno));
     return 0;
@@ -122,8 +134,7 @@ static int vsendf(mk_notify_t *n, int nowait, const char *fmt, va_list ap)
         return 0;
     char buf[1024];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    int rc = send_msg(n, buf, nowait);
-    return rc > 0 ? 0 : rc;
+    return send_msg(n, buf, nowait);
 }
 
 int mk_notify_sendf(mk_notify_t *n, const char *fmt, ...)

@@ -5,8 +5,9 @@
  * that one is not coming soon: the source is absent or lost, a file ended, the first frames all failed), STATUS=...
  * once a second, WATCHDOG=1 from its processing loop when $WATCHDOG_USEC is set (and $WATCHDOG_PID, if set, is
  * this process), STOPPING=1 on shutdown. Without
- * $NOTIFY_SOCKET every call is a cheap no-op. READY=1 and STOPPING=1 wait while the receiver's queue is full; the
- * periodic WATCHDOG=1 and STATUS= (mk_notify_sendf_nowait) are dropped instead.
+ * $NOTIFY_SOCKET every call is a cheap no-op. READY=1 and STOPPING=1 wait while the receiver's queue is full, but
+ * at most MK_NOTIFY_WAIT_MS (then the send fails with MK_EIO: a stuck receiver never holds up a shutdown); the
+ * periodic WATCHDOG=1 and STATUS= (mk_notify_sendf_nowait) are dropped at once instead.
  *
  * Thread rules: every function may be called from any thread (one sendto(2) per message; the watchdog's rate
  * limit is an atomic). */
@@ -20,6 +21,9 @@ extern "C" {
 #endif
 
 typedef struct mk_notify mk_notify_t;
+
+/* How long a waiting send (mk_notify_send, mk_notify_sendf) waits for room in the receiver's queue. */
+#define MK_NOTIFY_WAIT_MS 500
 
 /* Reads $NOTIFY_SOCKET, $WATCHDOG_USEC and $WATCHDOG_PID. Always gives an object (a disabled one when the
  * variables are absent); MK_EINVAL (with a message; the object is disabled) for a malformed socket name, MK_EIO
@@ -38,8 +42,8 @@ int mk_notify_send(mk_notify_t *n, const char *msg);
 /* printf form of mk_notify_send (at most 1023 bytes). */
 int mk_notify_sendf(mk_notify_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* As mk_notify_sendf, but never waits: when the receiver's queue is full (systemd busy, a test that does not
- * read) the message is dropped and 0 returned. For periodic messages that the next one replaces (STATUS=), so that
- * the processing loop never blocks on its notifications. */
+ * read) the message is dropped and 1 returned (0: sent, or no socket). For periodic messages that the next one
+ * replaces (STATUS=), and for retries, so that the processing loop never blocks on its notifications. */
 int mk_notify_sendf_nowait(mk_notify_t *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* WATCHDOG=1, at most once per a third of the watchdog period (call it as often as convenient), never waiting:
  * with the receiver's queue full the ping is dropped and due again at the next call. Returns 1 when a ping was

@@ -109,7 +109,7 @@ struct mk_pipeline {
     pthread_mutex_t state_mu;
     mk_pipe_state_t state;
     char state_reason[300];
-    atomic_int ready_sent; /* READY=1 went out (from the process or the capture thread) */
+    atomic_int ready_sent; /* READY=1: 0 not yet, 1 went out (from the process or the capture thread), 2 failed */
     atomic_int failed;     /* the GPU context is lost: failed_why says why (set once, by the process thread) */
     char failed_why[512];
 
@@ -220,14 +220,23 @@ static void ready_once(mk_pipeline_t *p, const char *fmt, ...) __attribute__((fo
 
 static void ready_once(mk_pipeline_t *p, const char *fmt, ...)
 {
-    if (!p->notify || atomic_exchange(&p->ready_sent, 1))
+    /* ready_sent: 0 never tried, 1 sent (or being sent), 2 a send that failed (the receiver's queue stayed full for
+     * MK_NOTIFY_WAIT_MS): the later occasions try again without waiting, so that no frame waits for it twice */
+    int st = p->notify ? atomic_load(&p->ready_sent) : 1;
+    if (st == 1 || !atomic_compare_exchange_strong(&p->ready_sent, &st, 1))
         return;
     char status[600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(status, sizeof status, fmt, ap);
     va_end(ap);
-    mk_notify_sendf(p->notify, "READY=1\nSTATUS=%s", status);
+    int rc = st == 0 ? mk_notify_sendf(p->notify, "READY=1\nSTATUS=%s", status)
+                     : mk_notify_sendf_nowait(p->notify, "READY=1\nSTATUS=%s", status);
+    if (rc) {
+        if (st == 0)
+            MK_WARN("%s; READY=1 is sent again at the next occasion", mk_err_msg());
+        atomic_store(&p->ready_sent, 2);
+    }
 }
 
 /* ---- configuration ------------------------------------------------------------------------------------------ */
@@ -914,7 +923,7 @@ static void stats_tick(mk_pipeline_t *p, uint64_t now)
  * one of an unbroken run from the start. */
 static void ready_if_failing(mk_pipeline_t *p)
 {
-    if (!p->notify || atomic_load(&p->ready_sent))
+    if (!p->notify || atomic_load(&p->ready_sent) == 1)
         return;
     mk_decode_stats_t ds;
     mk_decode_stats(p->dec, &ds);

@@ -823,7 +823,7 @@ def group_watchdog():
     the processing loop, so does the bus heartbeat (also with a short bus.heartbeat_ms: readers never see the writer
     gone), the source is retried with backoff, and SIGTERM still ends maskd at once. READY=1 goes out also when no
     mask can come: a file that ends before the first, first frames that all fail."""
-    n = Notify("wd-lost")  # one socket per maskd: READY=1 waits while the socket's queue is full
+    n = Notify("wd-lost")  # one socket per maskd: READY=1 waits (up to 0.5 s) while the socket's queue is full
     tmp = tempfile.mkdtemp(prefix="maskd-wd-")
     try:
         # A looping JPEG directory without a readable frame: lost, reopened no faster than the backoff allows.
@@ -845,7 +845,10 @@ def group_watchdog():
                   % opens)
             events, frames = bus_events(d.instance, 1.5)
             check("writer_gone" not in events, "no frames, bus.heartbeat_ms=20: the writer stays alive: %s" % events)
-            check_term(d, "source without frames")
+            # The notify socket unread for 2.5 s and more (pings every 200 ms, a queue of 10 on most systems): its
+            # queue is full, and STOPPING=1 waits at most MK_NOTIFY_WAIT_MS, so SIGTERM still ends maskd at once.
+            time.sleep(1.0)
+            check_term(d, "source without frames, the notify socket's queue full")
 
         # A FIFO as the file source: refused at once, never opened for reading (that would wait for a writer and
         # hang the capture thread): lost and retried with backoff, and SIGTERM still ends maskd at once.

@@ -116,8 +116,9 @@ static void test_abstract_and_watchdog(void **state)
 }
 
 /* A receiver that does not read (its queue fills up): the watchdog ping and STATUS= through the no-wait form are
- * dropped at once, never blocking the caller (alarm: a send that waited would hang here); a dropped ping is due
- * again at the next call, and goes out once the receiver has read. */
+ * dropped at once, never blocking the caller (alarm: a send that waited would hang here), and a waiting send gives
+ * up after MK_NOTIFY_WAIT_MS; a dropped ping is due again at the next call, and goes out once the receiver has
+ * read. */
 static void test_full_queue(void **state)
 {
     (void)state;
@@ -141,7 +142,17 @@ static void test_full_queue(void **state)
     assert_true(sent >= 1);
     assert_int_equal(dropped, 50);
     for (int i = 0; i < 20; i++)
-        assert_int_equal(mk_notify_sendf_nowait(n, "STATUS=%d", i), 0);
+        assert_int_equal(mk_notify_sendf_nowait(n, "STATUS=%d", i), 1); /* dropped: the queue is full */
+    /* a waiting send (READY=1, STOPPING=1) gives up after MK_NOTIFY_WAIT_MS with a message, so that a receiver
+     * that never reads cannot hold up maskd's shutdown */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(mk_notify_send(n, "STOPPING=1"), MK_EIO);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    if (ms < MK_NOTIFY_WAIT_MS * 0.9 || ms > MK_NOTIFY_WAIT_MS * 3.0)
+        fail_msg("the waiting send gave up after %.0f ms, not ~%d", ms, MK_NOTIFY_WAIT_MS);
+    assert_non_null(strstr(mk_err_msg(), "queue stayed full"));
     alarm(0);
     for (int i = 0; i < sent; i++)
         assert_string_equal(recv_msg(fd, buf, sizeof buf), "WATCHDOG=1");
