@@ -115,9 +115,11 @@ static int send_msg(mk_notify_t *n, const char *msg, int nowait)
     while (r < 0 && errno == EINTR);
     if (r < 0 && nowait && (errno == EAGAIN || errno == EWOULDBLOCK))
         return 1;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-        return mk_err_set(MK_EIO, "sd_notify: the receiver's queue stayed full for %d ms: '%.40s' not sent",
-                          MK_NOTIFY_WAIT_MS, msg);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        const int first = (int)strcspn(msg, "\n"); /* the message's first assignment names it */
+        return mk_err_set(MK_EIO, "sd_notify: the receiver's queue stayed full for %d ms: %.*s not sent",
+                          MK_NOTIFY_WAIT_MS, first < 40 ? first : 40, msg);
+    }
     if (r < 0)
         return mk_err_set(MK_EIO, "sd_notify: %s", strerror(errno));
     return 0;
