@@ -32,8 +32,8 @@ int tu_rand_int(tu_rng_t *r, int lo, int hi);
 
 /* A mutation of `len` bytes of text for robustness tests: 1 to 4 edits, each one of: a byte replaced (by a random
  * byte or one of JSON's and INI's syntax bytes), a byte inserted, a span deleted, a span repeated, one of the
- * `ntokens` tokens inserted, the text cut short. Returns a malloc'd NUL-terminated buffer (bytes past *out_len
- * may include NULs only if the text or the random bytes hold them) with its length in *out_len. */
+ * `ntokens` tokens inserted, the text cut short. Returns a malloc'd buffer with its length in *out_len and a NUL
+ * after it; a random byte may put NULs inside it too. */
 char *tu_mutate(tu_rng_t *r, const char *text, size_t len, const char *const *tokens, int ntokens, size_t *out_len);
 
 /* Fills the rows of a host u8 image with random bytes (the pitch padding keeps what it had). */
